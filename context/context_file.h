@@ -1,0 +1,67 @@
+// Parsing context.sh exactly as OpenNebula writes it, and finding the context of this VM.
+#ifndef ONEHPC_CONTEXT_CONTEXT_FILE_H_
+#define ONEHPC_CONTEXT_CONTEXT_FILE_H_
+
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "common/error.h"
+
+namespace onehpc {
+
+/// Context variables by name (byte-wise sorted, like OpenNebula writes them).
+using ContextVars = std::map<std::string, std::string>;
+
+/// Parses the text of a context.sh file.
+///
+/// Accepts OpenNebula's format (`NAME='value'`, `'\''` escapes, multi-line values, `''`
+/// empty, comment and blank lines, CRLF line ends) and, for Packer's build-time context,
+/// double-quoted values (bash double-quote rules for `\"`, `\\`, `\$`, `` \` `` and
+/// backslash-newline; no expansion is performed, `$x` stays literal) and bare values
+/// (no whitespace or shell metacharacters). An optional `export ` prefix is accepted.
+/// A later duplicate overrides an earlier one (bash semantics). Anything else — an
+/// unterminated quote, a line that is not an assignment, trailing text after a closing
+/// quote, a value that bash would expand ($(...), backticks, `$VAR` in a bare or
+/// double-quoted value) — is an error of kind kInvalidInput whose message names the line
+/// number ("context.sh line 7: ...").
+Result<ContextVars> ParseContextFile(std::string_view text);
+
+/// Where the variables came from, for logs and `one-hpc context`.
+enum class ContextSource { kFile, kSavedNetworkContext, kEnvironment, kContextDirectory, kCdrom };
+
+/// The context of this VM and the OneGate token.
+struct LoadedContext {
+  ContextVars vars;
+  ContextSource source = ContextSource::kFile;
+  std::string origin;  ///< the path or "environment"
+  /// The OneGate token (never logged): ONEGATE_TOKEN, else TOKENTXT from one_env, else
+  /// token.txt beside the context file / in MOUNT_DIR; trimmed. Empty if none was found.
+  std::string token;
+};
+
+struct ContextLoadOptions {
+  /// `--context FILE`: read exactly this file (its directory is searched for token.txt).
+  std::optional<std::string> context_file;
+  /// Prefix for every system path (`--root`), "" for the real root.
+  std::string root;
+  /// Take variables from the process environment when one-contextd started us (it exports
+  /// every context variable and sets CONTEXT_FILE / MOUNT_DIR).
+  bool allow_environment = true;
+};
+
+/// Finds and reads the context. Order: `--context FILE`; the environment when it came from
+/// one-contextd (CONTEXT_FILE is set); the saved `/var/run/one-context/context.sh.network`;
+/// a `/context/context.sh` directory; otherwise kNotFound. (The CONTEXT CD-ROM is searched
+/// by the one-hpc-configure.service path in roles/, which mounts it and passes the file.)
+Result<LoadedContext> LoadContext(const ContextLoadOptions& options);
+
+/// Reads TOKENTXT from a one_env file without ever sourcing it.
+std::optional<std::string> ReadTokenFromOneEnv(std::string_view one_env_text);
+
+const char* ToString(ContextSource source);
+
+}  // namespace onehpc
+
+#endif  // ONEHPC_CONTEXT_CONTEXT_FILE_H_

@@ -1,0 +1,51 @@
+// HTTP behind an interface: libcurl in production, scripted fakes in unit tests.
+#ifndef ONEHPC_CONTEXT_HTTP_H_
+#define ONEHPC_CONTEXT_HTTP_H_
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/error.h"
+
+namespace onehpc {
+
+struct HttpRequest {
+  std::string method;  ///< GET, PUT, POST
+  std::string url;     ///< absolute URL
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::string body;  ///< sent as is (also on GET when non-empty)
+  Duration connect_timeout{3000};
+  Duration total_timeout{10000};
+};
+
+struct HttpResponse {
+  long status = 0;
+  std::string body;
+};
+
+/// Sends one request. An error (kind kNetwork) means no HTTP status was received:
+/// connection refused, DNS failure, timeout, truncated transfer. Its message starts with
+/// "timeout:" for timeouts so callers can tell them apart.
+class HttpTransport {
+ public:
+  virtual ~HttpTransport() = default;
+  virtual Result<HttpResponse> Send(const HttpRequest& request) = 0;
+};
+
+/// libcurl easy interface; no proxy (OneGate is link-local or on the service network), no
+/// signals (CURLOPT_NOSIGNAL), redirects not followed.
+class CurlTransport : public HttpTransport {
+ public:
+  CurlTransport();
+  ~CurlTransport() override;
+  Result<HttpResponse> Send(const HttpRequest& request) override;
+};
+
+/// Percent-encodes for application/x-www-form-urlencoded (space as '+').
+std::string FormEncode(std::string_view text);
+
+}  // namespace onehpc
+
+#endif  // ONEHPC_CONTEXT_HTTP_H_

@@ -1,0 +1,131 @@
+// The OneGate client and typed views over what OneGate returns.
+#ifndef ONEHPC_CONTEXT_ONEGATE_H_
+#define ONEHPC_CONTEXT_ONEGATE_H_
+
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/error.h"
+#include "common/retry.h"
+#include "context/context_file.h"
+#include "context/http.h"
+
+namespace onehpc {
+
+// ---- Views over the JSON (tolerant: strings for numbers, {} for empty, NIC object or array)
+
+struct VmNic {
+  std::string nic_id;   ///< NIC_ID (extended) or derived from NAME "NIC<n>"
+  std::string name;     ///< NAME, e.g. "NIC0" (may be empty in extended output)
+  std::string ip;       ///< IP, empty when none
+  std::string ip6;      ///< IP6_GLOBAL, else IP6
+  std::string mac;
+  std::string network;  ///< NETWORK name
+  std::string network_id;
+};
+
+struct VmInfo {
+  int id = -1;
+  std::string name;
+  int state = -1;
+  int lcm_state = -1;
+  /// String-valued USER_TEMPLATE attributes; `{}` reads as ""; nested objects are skipped.
+  std::map<std::string, std::string> user_template;
+  std::vector<VmNic> nics;
+  /// TEMPLATE.CONTEXT (only in extended service output); secrets: never log.
+  std::map<std::string, std::string> context;
+
+  /// USER_TEMPLATE value or "" when absent.
+  std::string Attr(const std::string& key) const;
+};
+
+struct ServiceNode {
+  int vm_id = -1;                ///< deploy_id
+  std::string vm_name;           ///< vm_info.VM.NAME when present
+  std::optional<VmInfo> vm;      ///< full VM (extended output only)
+};
+
+struct ServiceRole {
+  std::string name;
+  int cardinality = 0;
+  int state = -1;
+  std::vector<ServiceNode> nodes;
+};
+
+struct ServiceInfo {
+  std::string id;
+  std::string name;
+  int state = -1;
+  std::vector<ServiceRole> roles;
+
+  const ServiceRole* FindRole(const std::string& name) const;
+};
+
+/// {"VM": {...}} from GET /vm or /vms/:id. kInvalidInput on malformed or unexpected JSON.
+Result<VmInfo> ParseVmJson(std::string_view json);
+/// {"SERVICE": {...}} from GET /service, compact or extended.
+Result<ServiceInfo> ParseServiceJson(std::string_view json);
+
+// ---- The client
+
+struct OneGateConfig {
+  std::string endpoint;  ///< ONEGATE_ENDPOINT, e.g. http://169.254.16.9:5030
+  std::string vmid;      ///< VMID
+  std::string token;     ///< secret
+  Duration connect_timeout{3000};
+  Duration request_timeout{10000};
+  RetryPolicy retry;     ///< applied to connection errors, timeouts, 5xx (but the
+                         ///< deterministic 500s) and 429; never to other 4xx
+  /// Builds the config from context variables and the loaded token; kInvalidInput naming
+  /// the missing variable (ONEGATE_ENDPOINT / VMID / token: "set TOKEN=YES in CONTEXT").
+  static Result<OneGateConfig> FromContext(const LoadedContext& context);
+};
+
+/// A failed OneGate call: the HTTP status (0 = none received) and the server's body.
+struct OneGateFailure {
+  long status = 0;
+  std::string body;
+};
+
+class OneGateClient {
+ public:
+  OneGateClient(OneGateConfig config, HttpTransport& http, Clock& clock);
+
+  Result<VmInfo> GetVm();
+  Result<VmInfo> GetVmById(int vm_id);
+  /// PUT /vm type=1 with several KEY=VALUE lines in one request. Refuses (kInvalidInput,
+  /// nothing sent) keys not matching [A-Z0-9_]+ and values that are empty or contain
+  /// , " \ [ ] or a newline: base64 such values and name them *_BASE64.
+  Status UpdateVm(const std::vector<std::pair<std::string, std::string>>& attributes);
+  Status UpdateVmById(int vm_id, const std::vector<std::pair<std::string, std::string>>& attributes);
+  /// PUT /vm type=2; "500 attribute not found" counts as success.
+  Status EraseVmAttribute(const std::string& key);
+  Result<ServiceInfo> GetService(bool extended);
+  /// PUT /service/role/:role {"cardinality":N}.
+  Status ScaleRole(const std::string& role, int cardinality);
+
+  /// Requests sent so far (attempts, including retries): for benchmarks and tests.
+  int requests_sent() const { return requests_sent_; }
+  /// The status and body of the last failed response (status 0 if none was received).
+  const OneGateFailure& last_failure() const { return last_failure_; }
+
+ private:
+  Result<HttpResponse> Call(const std::string& method, const std::string& path,
+                            const std::string& body, const std::string& content_type);
+  OneGateConfig config_;
+  HttpTransport& http_;
+  Clock& clock_;
+  int requests_sent_ = 0;
+  OneGateFailure last_failure_;
+};
+
+/// Checks a value for PUT /vm: "" if fine, else why not.
+std::string OneGateValueProblem(std::string_view value);
+
+}  // namespace onehpc
+
+#endif  // ONEHPC_CONTEXT_ONEGATE_H_

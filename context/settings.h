@@ -1,0 +1,85 @@
+// Typed ONEAPP_* settings: each role declares one table; values are validated against it.
+#ifndef ONEHPC_CONTEXT_SETTINGS_H_
+#define ONEHPC_CONTEXT_SETTINGS_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/error.h"
+#include "context/context_file.h"
+
+namespace onehpc {
+
+enum class SettingType {
+  kBool,      ///< YES/NO/TRUE/FALSE/1/0/ON/OFF, case-insensitive
+  kInt,       ///< decimal integer within [min, max]
+  kString,    ///< one line of text; `pattern` (ECMAScript regex) may restrict it
+  kPassword,  ///< like kString but secret: masked in output, redacted from logs
+  kText64,    ///< base64 of arbitrary text; the value is the decoded text
+  kEnum,      ///< one of `choices`
+  kList,      ///< items separated by commas and/or whitespace; each item matches `pattern`
+};
+
+/// One ONEAPP_* (or other context) variable a role reads.
+struct SettingSpec {
+  std::string name;
+  SettingType type = SettingType::kString;
+  std::string default_value;  ///< used when the variable is absent or empty; "" = none
+  std::string description;    ///< one sentence for the README and the templates
+  std::vector<std::string> roles;  ///< roles that read it ("controller", "worker", ...)
+  std::int64_t min = INT64_MIN;    ///< kInt bounds
+  std::int64_t max = INT64_MAX;
+  std::vector<std::string> choices;  ///< kEnum values
+  std::string pattern;               ///< kString / kList item regex; "" = any single line
+  std::string expected;  ///< what a valid value looks like, for error messages (optional)
+  bool secret = false;   ///< kPassword and kText64 secrets: never printed or logged
+};
+
+/// Parses a boolean the documented way; nullopt for anything else.
+std::optional<bool> ParseBool(std::string_view text);
+
+/// The effective, validated values of a set of specs.
+class Settings {
+ public:
+  /// Validates every spec against `vars`; on failure the error (kInvalidInput) lists every
+  /// bad variable, one per line, each naming the variable, its value (unless secret) and
+  /// what was expected. Secret values are registered with log::AddSecret.
+  static Result<Settings> Resolve(const std::vector<SettingSpec>& specs, const ContextVars& vars);
+
+  bool GetBool(const std::string& name) const;
+  std::int64_t GetInt(const std::string& name) const;
+  /// kString, kPassword, kText64 (decoded), kEnum.
+  const std::string& GetString(const std::string& name) const;
+  std::vector<std::string> GetList(const std::string& name) const;
+  /// True if the operator gave a non-empty value (not the default).
+  bool IsSet(const std::string& name) const;
+
+  /// {"NAME": {"value": ..., "source": "context"|"default", "type": ...}}; secrets masked
+  /// as "********" unless show_secrets.
+  nlohmann::json ToJson(bool show_secrets) const;
+
+  const std::vector<SettingSpec>& specs() const { return specs_; }
+
+ private:
+  struct Value {
+    std::string text;  // normalised text (decoded for kText64)
+    bool from_context = false;
+  };
+  const Value& Find(const std::string& name, SettingType expected_type) const;
+  std::vector<SettingSpec> specs_;
+  std::map<std::string, Value> values_;
+};
+
+/// Renders a Markdown table (Variable | Roles | Type | Default | Description) of specs.
+std::string SettingsMarkdownTable(const std::vector<SettingSpec>& specs);
+
+const char* ToString(SettingType type);
+
+}  // namespace onehpc
+
+#endif  // ONEHPC_CONTEXT_SETTINGS_H_

@@ -1,0 +1,54 @@
+// Files under a root prefix (`--root DIR`), written atomically.
+#ifndef ONEHPC_ROLES_OS_FILES_H_
+#define ONEHPC_ROLES_OS_FILES_H_
+
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+
+namespace onehpc {
+
+struct FileOwner {
+  std::string user;   ///< name, looked up in <root>/etc/passwd (then the host's)
+  std::string group;  ///< name, looked up in <root>/etc/group (then the host's)
+};
+
+/// All paths given to Files are absolute paths of the target system; they are resolved
+/// under the root prefix. A path containing ".." components is refused (kInvalidInput).
+class Files {
+ public:
+  /// `root` = "" or "/" for the real system, otherwise a directory that stands for "/".
+  explicit Files(std::string root = "");
+
+  const std::string& root() const { return root_; }
+  /// The host path for a target path: root + path.
+  std::string HostPath(const std::string& path) const;
+
+  Result<std::string> Read(const std::string& path) const;
+  /// nullopt when the file does not exist (other failures are errors).
+  Result<std::optional<std::string>> ReadIfExists(const std::string& path) const;
+  bool Exists(const std::string& path) const;
+
+  /// temp file in the same directory + write + fsync + chmod/chown + rename + fsync of the
+  /// directory. Parent directories are created (0755). The temp file is removed on failure.
+  Status WriteAtomic(const std::string& path, const std::string& content, mode_t mode,
+                     const std::optional<FileOwner>& owner = std::nullopt);
+  /// WriteAtomic only when the content, mode or owner differ; returns whether it wrote.
+  Result<bool> WriteIfChanged(const std::string& path, const std::string& content, mode_t mode,
+                              const std::optional<FileOwner>& owner = std::nullopt);
+  Status MakeDirs(const std::string& path, mode_t mode = 0755);
+  /// Removes a file; a missing file is fine.
+  Status Remove(const std::string& path);
+  Result<std::vector<std::string>> List(const std::string& dir) const;
+
+ private:
+  std::string root_;
+};
+
+}  // namespace onehpc
+
+#endif  // ONEHPC_ROLES_OS_FILES_H_

@@ -1,0 +1,82 @@
+// Running programs: argv vectors only (never a shell), a timeout on every call, captured
+// output, controlled environment, secrets kept out of logs.
+#ifndef ONEHPC_ROLES_OS_PROCESS_H_
+#define ONEHPC_ROLES_OS_PROCESS_H_
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/error.h"
+
+namespace onehpc {
+
+struct Command {
+  std::vector<std::string> argv;  ///< argv[0] is a path or a name looked up in PATH
+  Duration timeout{30000};        ///< SIGTERM at the timeout, SIGKILL 2 s later
+  /// Variables added to (or replacing in) the inherited environment.
+  std::vector<std::pair<std::string, std::string>> env;
+  bool clear_env = false;   ///< start from an empty environment (PATH is still set)
+  std::string stdin_data;   ///< written to the child's stdin, then closed (secrets go here)
+  std::string cwd;          ///< "" = inherit
+  /// Strings to redact from every log line about this command (argv and output).
+  std::vector<std::string> secrets;
+};
+
+struct ProcessResult {
+  int exit_code = -1;      ///< -1 when killed by a signal
+  int term_signal = 0;     ///< the signal that ended it, 0 if it exited
+  bool timed_out = false;
+  std::string out;
+  std::string err;
+  bool ok() const { return exit_code == 0 && !timed_out; }
+};
+
+/// Starts a program and waits for it. An Error (kProcess) means it could not be started;
+/// a non-zero exit or a timeout is a ProcessResult, not an Error.
+class ProcessRunner {
+ public:
+  virtual ~ProcessRunner() = default;
+  virtual Result<ProcessResult> Run(const Command& command) = 0;
+};
+
+/// fork/exec (posix_spawn-like) with pipes and poll(2); kills the whole process group at
+/// the timeout. Logs "run: <argv>" at debug, and on failure the argv, exit status and stderr.
+class RealProcessRunner : public ProcessRunner {
+ public:
+  Result<ProcessResult> Run(const Command& command) override;
+};
+
+/// Runs and turns a non-zero exit or timeout into an Error (kProcess) whose message holds
+/// the quoted argv, the exit status or "timed out after N ms", and the trimmed stderr
+/// (all redacted).
+Result<ProcessResult> RunChecked(ProcessRunner& runner, const Command& command);
+
+/// Records every command and answers from a script, for unit tests of role logic.
+class FakeProcessRunner : public ProcessRunner {
+ public:
+  using Responder = std::function<ProcessResult(const Command&)>;
+  /// Commands whose argv starts with `argv_prefix` get `result` (last match added wins).
+  void On(std::vector<std::string> argv_prefix, ProcessResult result);
+  void On(std::vector<std::string> argv_prefix, Responder responder);
+  /// Result for commands no rule matches (default: exit 0, no output).
+  void SetDefault(ProcessResult result) { default_ = std::move(result); }
+  Result<ProcessResult> Run(const Command& command) override;
+
+  const std::vector<Command>& commands() const { return commands_; }
+  /// The argv of every command run, each rendered with log::QuoteArgv.
+  std::vector<std::string> Argvs() const;
+
+ private:
+  std::vector<std::pair<std::vector<std::string>, Responder>> rules_;
+  ProcessResult default_{0, 0, false, "", ""};
+  std::vector<Command> commands_;
+};
+
+}  // namespace onehpc
+
+#endif  // ONEHPC_ROLES_OS_PROCESS_H_

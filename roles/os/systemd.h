@@ -1,0 +1,55 @@
+// systemd behind an interface. Boot code never waits for a job: starts use --no-block and
+// are followed by polling with a deadline (see ../shared/reference/systemd-units.md §4).
+#ifndef ONEHPC_ROLES_OS_SYSTEMD_H_
+#define ONEHPC_ROLES_OS_SYSTEMD_H_
+
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/error.h"
+#include "roles/os/process.h"
+
+namespace onehpc {
+
+class Systemd {
+ public:
+  virtual ~Systemd() = default;
+  virtual Status DaemonReload() = 0;
+  virtual Status Enable(const std::string& unit) = 0;
+  virtual Status Disable(const std::string& unit) = 0;
+  /// systemctl --no-block start
+  virtual Status StartNoBlock(const std::string& unit) = 0;
+  /// systemctl --no-block restart
+  virtual Status RestartNoBlock(const std::string& unit) = 0;
+  /// systemctl --no-block stop
+  virtual Status StopNoBlock(const std::string& unit) = 0;
+  /// systemctl is-active --quiet: true when active.
+  virtual Result<bool> IsActive(const std::string& unit) = 0;
+  /// Polls IsActive until true or the timeout passes (kProcess error naming the unit).
+  Status WaitActive(const std::string& unit, Duration timeout, Clock& clock);
+};
+
+/// Runs systemctl through a ProcessRunner. With a root prefix other than "/", enable and
+/// disable use `systemctl --root=<root>` and runtime operations are refused (kInvalidInput).
+class SystemctlSystemd : public Systemd {
+ public:
+  SystemctlSystemd(ProcessRunner& runner, std::string root = "");
+  Status DaemonReload() override;
+  Status Enable(const std::string& unit) override;
+  Status Disable(const std::string& unit) override;
+  Status StartNoBlock(const std::string& unit) override;
+  Status RestartNoBlock(const std::string& unit) override;
+  Status StopNoBlock(const std::string& unit) override;
+  Result<bool> IsActive(const std::string& unit) override;
+
+ private:
+  Status Systemctl(std::vector<std::string> args);
+  bool offline() const;
+  ProcessRunner& runner_;
+  std::string root_;
+};
+
+}  // namespace onehpc
+
+#endif  // ONEHPC_ROLES_OS_SYSTEMD_H_
