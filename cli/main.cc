@@ -1,2 +1,142 @@
+// one-hpc: the command line. Each command is a thin wrapper over roles/ and context/.
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
 #include "common/log.h"
-int main() { onehpc::log::Info("placeholder"); return 0; }
+#include "common/version.h"
+#include "roles/configure.h"
+
+namespace onehpc {
+namespace {
+
+// one-contextd runs every executable in /etc/one-context.d as `<script> <stage> [<command>]`.
+// The hook /etc/one-context.d/net-90-one-hpc is a symlink to this binary: no shell between
+// one-context and us.
+bool InvokedAsOneContextHook(const char* argv0) {
+  std::string name = argv0 ? argv0 : "";
+  auto slash = name.rfind('/');
+  if (slash != std::string::npos) name = name.substr(slash + 1);
+  return name.rfind("net-", 0) == 0;
+}
+
+int Main(int argc, char** argv) {
+  log::Init(log::DetectOptions());
+
+  if (InvokedAsOneContextHook(argv[0])) {
+    CommonOptions options;
+    std::string stage = argc > 1 ? argv[1] : "";
+    std::string command = argc > 2 ? argv[2] : "";
+    log::Info("started by one-context as a hook (stage '{}', command '{}')", stage,
+              command.empty() ? "boot" : command);
+    if (!stage.empty() && stage != "network") {
+      log::Info("nothing to do in the '{}' stage", stage);
+      return kExitOk;
+    }
+    return CmdConfigure(options, "one-context", /*dry_run=*/false);
+  }
+
+  CLI::App app{"one-hpc: turns an OpenNebula VM into a member of an HPC service "
+               "(OneSlurm, Open OnDemand)",
+               "one-hpc"};
+  app.require_subcommand(1);
+  app.set_help_all_flag("--help-all", "Help for every command");
+
+  CommonOptions options;
+  auto add_common = [&](CLI::App* cmd, bool with_root) {
+    cmd->add_option("--context", options.context_file,
+                    "Read this context.sh instead of finding the VM's context");
+    if (with_root) {
+      cmd->add_option("--root", options.root,
+                      "Treat DIR as / for every file the command reads or writes");
+    }
+  };
+
+  std::string entry = "cli";
+  auto* configure = app.add_subcommand(
+      "configure", "Configure this VM for its role (what the boot units run); exit 0 on success");
+  add_common(configure, true);
+  configure->add_option("--entry", entry, "Which entry point runs it: cli, service, one-context")
+      ->check(CLI::IsMember({"cli", "service", "one-context"}));
+
+  auto* plan = app.add_subcommand(
+      "plan", "Print the ordered actions configure would take, with their reasons; change nothing");
+  add_common(plan, true);
+
+  bool json = false;
+  bool show_secrets = false;
+  bool all_roles = false;
+  bool markdown = false;
+  std::string role_name;
+  auto* settings = app.add_subcommand(
+      "settings", "Print the effective typed ONEAPP_* settings of this VM's role (secrets masked)");
+  add_common(settings, true);
+  settings->add_flag("--json", json, "JSON output");
+  settings->add_flag("--show-secrets", show_secrets, "Show secret values instead of masking them");
+  settings->add_option("--role", role_name, "Use this role instead of the VM's");
+  settings->add_flag("--all", all_roles, "Every setting of every role (no context needed)");
+  settings->add_flag("--markdown", markdown, "With --all: the README's Markdown table");
+
+  auto* context = app.add_subcommand(
+      "context", "Print every context variable exactly as parsed (secrets masked)");
+  add_common(context, true);
+  context->add_flag("--json", json, "JSON object of NAME: value");
+  context->add_flag("--show-secrets", show_secrets, "Show secret values instead of masking them");
+
+  auto* version = app.add_subcommand("version", "Print the version");
+
+  auto* reconcile = app.add_subcommand(
+      "reconcile", "Slurm controller: remove nodes whose worker VM left the OneFlow service "
+                   "(oneslurm-reconcile.service)");
+  add_common(reconcile, false);
+
+  auto* self_drain = app.add_subcommand(
+      "self-drain", "Slurm worker: take this node out of Slurm at shutdown "
+                    "(ExecStop of oneslurm-self-drain.service)");
+  add_common(self_drain, false);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return kExitUsage;
+  }
+
+  if (*configure) return CmdConfigure(options, entry, false);
+  if (*plan) return CmdConfigure(options, "cli", true);
+  if (*settings) {
+    return CmdSettings(options, SettingsOutput{json, show_secrets, all_roles, markdown, role_name});
+  }
+  if (*context) return CmdContext(options, json, show_secrets);
+  if (*version) {
+    std::cout << "one-hpc " << ONEHPC_VERSION << "\n";
+    return kExitOk;
+  }
+  if (*reconcile) return CmdReconcile(options);
+  if (*self_drain) return CmdSelfDrain(options);
+  return kExitUsage;
+}
+
+}  // namespace
+}  // namespace onehpc
+
+int main(int argc, char** argv) {
+  try {
+    return onehpc::Main(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "one-hpc: internal error: %s\n", e.what());
+    return onehpc::kExitFailed;
+  }
+}

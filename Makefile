@@ -1,0 +1,67 @@
+# one-hpc front door. `make test` on a fresh Debian 12 machine (as root) installs what it
+# needs, builds, and runs the whole suite.
+SHELL := /bin/bash
+JOBS ?= $(shell nproc)
+BUILD ?= build
+BUILD_ASAN ?= build-asan
+BUILD_FUZZ ?= build-fuzz
+FUZZ_SECONDS ?= 60
+
+# Debian 12 packages: build, test (real components), lab.
+DEPS_BUILD := cmake g++ make pkg-config libcurl4-openssl-dev nlohmann-json3-dev libspdlog-dev \
+  libfmt-dev libexpected-dev libcli11-dev libblkid-dev libmount-dev libgtest-dev libgmock-dev \
+  libcpp-httplib-dev clang libclang-rt-14-dev
+DEPS_TEST := util-linux e2fsprogs xfsprogs dosfstools fdisk cryptsetup-bin lvm2 systemd \
+  iproute2 procps
+DEPS_LAB := systemd-container debootstrap munge slurmctld slurmd slurm-client
+DEPS := $(DEPS_BUILD) $(DEPS_TEST) $(DEPS_LAB)
+
+.PHONY: all deps build build-asan build-fuzz test test-unit test-asan test-fuzz package demo clean
+
+all: build
+
+# Installs only what is missing (fast when everything is there).
+deps:
+	@missing=$$(dpkg-query -W -f='$${Package} $${Status}\n' $(DEPS) 2>/dev/null | \
+	  awk '$$NF=="installed"{print $$1}' | sort | comm -13 - <(printf '%s\n' $(DEPS) | sort)); \
+	if [ -n "$$missing" ]; then \
+	  echo "installing: $$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+	else echo "all build and test packages are installed"; fi
+
+build:
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	cmake --build $(BUILD) -j$(JOBS)
+
+build-asan:
+	cmake -S . -B $(BUILD_ASAN) -DCMAKE_BUILD_TYPE=Debug -DONEHPC_SANITIZE=address >/dev/null
+	cmake --build $(BUILD_ASAN) -j$(JOBS) --target unit_tests integration_tests one-hpc
+
+build-fuzz:
+	CC=clang CXX=clang++ cmake -S . -B $(BUILD_FUZZ) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DONEHPC_SANITIZE=fuzzer -DONEHPC_FUZZ_SECONDS=$(FUZZ_SECONDS) >/dev/null
+	cmake --build $(BUILD_FUZZ) -j$(JOBS)
+
+# The whole suite: unit + integration + lab on the normal build, unit + integration under
+# ASan/UBSan, and every fuzz target for FUZZ_SECONDS.
+test: deps build build-asan build-fuzz
+	ctest --test-dir $(BUILD) --output-on-failure -L 'unit|integration|lab'
+	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	  ctest --test-dir $(BUILD_ASAN) --output-on-failure -L 'unit|integration'
+	ctest --test-dir $(BUILD_FUZZ) --output-on-failure -L fuzz
+
+test-unit: build
+	ctest --test-dir $(BUILD) --output-on-failure -L unit
+
+package: build
+	cmake --build $(BUILD) --target package
+
+# Until the OneSlurm lab demo lands: the plan for a sample controller context.
+demo: build
+	@root=$$(mktemp -d); \
+	echo "one-hpc plan --context tests/data/context/sample.sh --root $$root"; \
+	./$(BUILD)/one-hpc plan --context tests/data/context/sample.sh --root $$root; rc=$$?; \
+	rm -rf "$$root"; exit $$rc
+
+clean:
+	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_FUZZ)

@@ -1,0 +1,199 @@
+#include "cli/commands.h"
+
+#include <algorithm>
+#include <iostream>
+#include <memory>
+#include <regex>
+
+#include <nlohmann/json.hpp>
+
+#include "common/log.h"
+#include "context/context_file.h"
+#include "context/http.h"
+#include "context/onegate.h"
+#include "context/settings.h"
+#include "roles/boot_context.h"
+#include "roles/configure.h"
+#include "roles/dispatcher.h"
+#include "roles/os/block_devices.h"
+#include "roles/os/files.h"
+#include "roles/os/mounts.h"
+#include "roles/os/process.h"
+#include "roles/os/systemd.h"
+
+namespace onehpc {
+namespace {
+
+/// The real adapters, built once per command.
+struct RealSystem {
+  explicit RealSystem(const std::string& root)
+      : files(root), systemd(runner, root), adapters{runner, files, systemd, block_devices,
+                                                     mounts, SystemClock(), http} {}
+  RealProcessRunner runner;
+  Files files;
+  SystemctlSystemd systemd;
+  BlkidBlockDevices block_devices;
+  LibmountMounts mounts;
+  CurlTransport http;
+  SystemAdapters adapters;
+};
+
+Result<LoadedContext> LoadForCommand(const CommonOptions& options, bool from_one_context) {
+  ContextLoadOptions load;
+  if (!options.context_file.empty()) load.context_file = options.context_file;
+  load.root = options.root;
+  load.allow_environment = from_one_context;
+  return LoadContext(load);
+}
+
+// Variables whose values are secrets in a raw context (besides settings marked secret).
+bool IsSecretVariable(const std::string& name, const std::vector<SettingSpec>& specs) {
+  static const std::regex kSecret(
+      ".*(PASSWORD|PASSWD|SECRET|PRIVATE|TOKENTXT|ONEGATE_TOKEN|MUNGE_KEY|_KEY_BASE64).*");
+  if (std::regex_match(name, kSecret)) return true;
+  return std::any_of(specs.begin(), specs.end(),
+                     [&](const SettingSpec& s) { return s.secret && s.name == name; });
+}
+
+constexpr const char* kMask = "********";
+
+// Has a one-context hook run configure during this boot? (/run is emptied at every boot.)
+bool HookRanThisBoot(Files& files) {
+  auto text = files.ReadIfExists(kStatusFile);
+  if (!text || !text->has_value()) return false;
+  auto status = nlohmann::json::parse(**text, nullptr, /*allow_exceptions=*/false);
+  return status.is_object() && status.value("entry", "") == "one-context";
+}
+
+}  // namespace
+
+int CmdConfigure(const CommonOptions& options, const std::string& entry, bool dry_run) {
+  RealSystem sys(options.root);
+  if (entry == "service" && !dry_run && HookRanThisBoot(sys.files)) {
+    log::Info("configure already ran this boot from the one-context hook; nothing to do");
+    return kExitOk;
+  }
+  Result<LoadedContext> context =
+      (entry == "service" && options.context_file.empty())
+          ? LoadBootContext(options.root, sys.block_devices, sys.mounts, sys.files)
+          : LoadForCommand(options, entry == "one-context");
+  if (!context) {
+    log::Error("cannot read the VM's context: {}", context.error().message);
+    return ExitCodeFor(context.error().kind);
+  }
+  ConfigureRequest request;
+  request.context = std::move(*context);
+  request.mode = dry_run ? PlanMode::kDryRun : PlanMode::kApply;
+  request.entry = entry;
+  ConfigureOutcome outcome = RunConfigure(request, sys.adapters);
+  if (dry_run) {
+    std::cout << "Plan for role " << (outcome.role.empty() ? "(unknown)" : outcome.role)
+              << " (context: " << request.context.origin << ", root: "
+              << (options.root.empty() ? "/" : options.root) << ")\n\n"
+              << outcome.plan.Render();
+    if (outcome.exit_code != kExitOk) {
+      std::cout << "\nThe plan stops here: " << outcome.error << "\n";
+    }
+  }
+  return outcome.exit_code;
+}
+
+int CmdSettings(const CommonOptions& options, const SettingsOutput& output) {
+  if (output.all_roles) {
+    std::vector<SettingSpec> all = AllSettings();
+    if (output.markdown) {
+      std::cout << SettingsMarkdownTable(all);
+      return kExitOk;
+    }
+    nlohmann::json list = nlohmann::json::array();
+    for (const auto& s : all) {
+      list.push_back({{"name", s.name},
+                      {"type", ToString(s.type)},
+                      {"default", s.default_value},
+                      {"roles", s.roles},
+                      {"description", s.description}});
+    }
+    std::cout << list.dump(2) << "\n";
+    return kExitOk;
+  }
+  auto context = LoadForCommand(options, false);
+  if (!context) {
+    log::Error("cannot read the VM's context: {}", context.error().message);
+    return ExitCodeFor(context.error().kind);
+  }
+  std::string role_name = output.role;
+  if (role_name.empty()) {
+    std::unique_ptr<OneGateClient> onegate;
+    CurlTransport http;
+    if (auto config = OneGateConfig::FromContext(*context)) {
+      config->retry = RetryPolicy::Once();
+      config->request_timeout = Duration(3000);
+      onegate = std::make_unique<OneGateClient>(*config, http, SystemClock());
+    }
+    auto choice = ChooseRole(context->vars, onegate.get());
+    if (!choice) {
+      log::Error("{}", choice.error().message);
+      return ExitCodeFor(choice.error().kind);
+    }
+    role_name = choice->name;
+  }
+  auto role = MakeRole(role_name);
+  if (!role) {
+    log::Error("unknown role '{}'", role_name);
+    return kExitInvalidInput;
+  }
+  auto settings = Settings::Resolve(SettingsFor(*role), context->vars);
+  if (!settings) {
+    log::Error("{}", settings.error().message);
+    return ExitCodeFor(settings.error().kind);
+  }
+  nlohmann::json values = settings->ToJson(output.show_secrets);
+  if (output.json) {
+    std::cout << nlohmann::json{{"role", role_name}, {"settings", values}}.dump(2) << "\n";
+    return kExitOk;
+  }
+  std::cout << "Settings of role " << role_name << ":\n";
+  for (const auto& [name, entry] : values.items()) {
+    std::string value = entry["value"].is_string() ? entry["value"].get<std::string>()
+                                                   : entry["value"].dump();
+    std::cout << "  " << name << " = " << value << "  (" << entry.value("source", "") << ")\n";
+  }
+  return kExitOk;
+}
+
+int CmdContext(const CommonOptions& options, bool json, bool show_secrets) {
+  auto context = LoadForCommand(options, true);
+  if (!context) {
+    log::Error("cannot read the VM's context: {}", context.error().message);
+    return ExitCodeFor(context.error().kind);
+  }
+  std::vector<SettingSpec> specs = AllSettings();
+  nlohmann::json vars = nlohmann::json::object();
+  for (const auto& [name, value] : context->vars) {
+    vars[name] = (!show_secrets && IsSecretVariable(name, specs)) ? kMask : value;
+  }
+  if (json) {
+    std::cout << vars.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    return kExitOk;
+  }
+  std::cout << "# from " << context->origin << " (" << ToString(context->source) << ")\n";
+  for (const auto& [name, value] : vars.items()) {
+    std::string text = value.get<std::string>();
+    std::string quoted;
+    for (char c : text) quoted += (c == '\'') ? std::string("'\\''") : std::string(1, c);
+    std::cout << name << "='" << quoted << "'\n";
+  }
+  return kExitOk;
+}
+
+int CmdReconcile(const CommonOptions& options) {
+  log::Error("reconcile is not available in this build");
+  return kExitFailed;
+}
+
+int CmdSelfDrain(const CommonOptions& options) {
+  log::Error("self-drain is not available in this build");
+  return kExitFailed;
+}
+
+}  // namespace onehpc

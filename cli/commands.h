@@ -1,0 +1,31 @@
+// The commands of the one-hpc program; each returns the process exit code (roles/configure.h).
+#ifndef ONEHPC_CLI_COMMANDS_H_
+#define ONEHPC_CLI_COMMANDS_H_
+
+#include <string>
+
+namespace onehpc {
+
+struct CommonOptions {
+  std::string context_file;  ///< --context; "" = find the VM's context
+  std::string root;          ///< --root; "" = the real /
+};
+
+struct SettingsOutput {
+  bool json = false;
+  bool show_secrets = false;
+  bool all_roles = false;
+  bool markdown = false;
+  std::string role;
+};
+
+/// configure (dry_run false) and plan (dry_run true).
+int CmdConfigure(const CommonOptions& options, const std::string& entry, bool dry_run);
+int CmdSettings(const CommonOptions& options, const SettingsOutput& output);
+int CmdContext(const CommonOptions& options, bool json, bool show_secrets);
+int CmdReconcile(const CommonOptions& options);
+int CmdSelfDrain(const CommonOptions& options);
+
+}  // namespace onehpc
+
+#endif  // ONEHPC_CLI_COMMANDS_H_

@@ -1,0 +1,153 @@
+#include "roles/configure.h"
+
+#include <nlohmann/json.hpp>
+
+#include "common/log.h"
+#include "roles/dispatcher.h"
+
+namespace onehpc {
+namespace {
+
+void WriteStatus(SystemAdapters& sys, const ConfigureRequest& request,
+                 const ConfigureOutcome& outcome) {
+  nlohmann::json status = {
+      {"result", outcome.exit_code == kExitOk ? "success" : "failure"},
+      {"exit_code", outcome.exit_code},
+      {"role", outcome.role},
+      {"entry", request.entry},
+      {"error", outcome.error},
+  };
+  Status written = sys.files.WriteAtomic(kStatusFile, status.dump(2) + "\n", 0644);
+  if (!written) log::Warn("could not record the result in {}: {}", kStatusFile, written.error().message);
+}
+
+}  // namespace
+
+int ExitCodeFor(ErrorKind kind) {
+  switch (kind) {
+    case ErrorKind::kInvalidInput:
+    case ErrorKind::kNotFound:
+      return kExitInvalidInput;
+    case ErrorKind::kUnsafe:
+      return kExitUnsafe;
+    case ErrorKind::kNetwork:
+      return kExitNetwork;
+    case ErrorKind::kInternal:
+    case ErrorKind::kIo:
+    case ErrorKind::kProcess:
+      return kExitFailed;
+  }
+  return kExitFailed;
+}
+
+std::string OneGateSafeMessage(const std::string& message) {
+  std::string out;
+  for (char c : message) {
+    switch (c) {
+      case ',': out += ';'; break;
+      case '"': out += '\''; break;
+      case '\\': out += '/'; break;
+      case '[': out += '('; break;
+      case ']': out += ')'; break;
+      case '\n': out += " | "; break;
+      case '\r': case '\t': out += ' '; break;
+      default: out += c;
+    }
+  }
+  const size_t kMax = 240;
+  if (out.size() > kMax) out = out.substr(0, kMax - 3) + "...";
+  // OneGate cannot store an empty value, and a trailing space would be trimmed.
+  while (!out.empty() && out.back() == ' ') out.pop_back();
+  if (out.empty()) out = "configure failed";
+  return out;
+}
+
+ConfigureOutcome RunConfigure(const ConfigureRequest& request, SystemAdapters& sys) {
+  ConfigureOutcome outcome;
+  outcome.plan = Plan(request.mode);
+  const bool dry_run = request.mode == PlanMode::kDryRun;
+  log::Info("one-hpc {} started (entry: {}, context from {})", dry_run ? "plan" : "configure",
+            request.entry, request.context.origin);
+
+  std::unique_ptr<OneGateClient> onegate;
+  if (auto config = OneGateConfig::FromContext(request.context)) {
+    if (dry_run) {
+      // A plan must answer quickly even when OneGate is far away: one short attempt.
+      config->retry = RetryPolicy::Once();
+      config->request_timeout = Duration(3000);
+    }
+    onegate = std::make_unique<OneGateClient>(*config, sys.http, sys.clock);
+  } else {
+    log::Warn("OneGate is not available, nothing will be published: {}", config.error().message);
+  }
+
+  auto fail = [&](const Error& error) -> ConfigureOutcome {
+    outcome.exit_code = ExitCodeFor(error.kind);
+    outcome.error = error.message;
+    log::Error("one-hpc {} failed: {}", dry_run ? "plan" : "configure", error.message);
+    if (!dry_run) {
+      if (onegate) {
+        Status published = onegate->UpdateVm({{"ERROR", OneGateSafeMessage(error.message)}});
+        if (!published) log::Warn("could not publish ERROR: {}", published.error().message);
+      }
+      WriteStatus(sys, request, outcome);
+    }
+    return std::move(outcome);
+  };
+
+  // READY is never cleared by OpenNebula; a READY left from the previous boot would tell
+  // OneFlow and peers that this VM is ready while it is still being configured.
+  if (!dry_run && onegate) {
+    Status erased = onegate->EraseVmAttribute("READY");
+    if (!erased) log::Warn("could not erase a stale READY: {}", erased.error().message);
+  }
+
+  auto choice = ChooseRole(request.context.vars, onegate.get());
+  if (!choice) return fail(choice.error());
+  outcome.role = choice->name;
+  auto make_role = request.make_role ? request.make_role : MakeRole;
+  std::unique_ptr<Role> role = make_role(choice->name);
+  if (!role) return fail(Error{ErrorKind::kInvalidInput, "unknown role '" + choice->name + "'"});
+  log::Info("role: {} (service {}, from {})", role->Name(), role->Service(), choice->source);
+
+  auto settings = Settings::Resolve(SettingsFor(*role), request.context.vars);
+  if (!settings) return fail(settings.error());
+
+  std::vector<std::pair<std::string, std::string>> publish;
+  RoleEnv env{request.context, *settings,       onegate.get(), sys.runner, sys.files,
+              sys.systemd,     sys.block_devices, sys.mounts,  sys.clock,  outcome.plan};
+  env.publish = &publish;
+  Status configured = role->Configure(env);
+  if (!configured) return fail(configured.error());
+
+  const bool report_ready = settings->GetBool("REPORT_READY");
+  if (report_ready) publish.emplace_back("READY", "YES");
+  if (onegate) {
+    // ERROR first, so that READY=YES and a stale ERROR are never seen together.
+    Status erased = outcome.plan.Do("erase ERROR through OneGate", "the configure succeeded",
+                                    [&]() { return onegate->EraseVmAttribute("ERROR"); });
+    if (!erased) log::Warn("{}", erased.error().message);
+    if (!publish.empty()) {
+      std::string keys;
+      for (const auto& [key, value] : publish) keys += (keys.empty() ? "" : ", ") + key;
+      Status published = outcome.plan.Do(
+          "publish " + keys + " through OneGate",
+          report_ready ? "the configure succeeded and REPORT_READY=YES"
+                       : "the configure succeeded (REPORT_READY is not YES: no READY)",
+          [&]() { return onegate->UpdateVm(publish); });
+      if (!published) return fail(published.error());
+    }
+  } else if (report_ready) {
+    return fail(Error{ErrorKind::kInvalidInput,
+                      "REPORT_READY=YES but OneGate is not available: the VM template needs "
+                      "CONTEXT/TOKEN=YES"});
+  }
+
+  if (!dry_run) {
+    WriteStatus(sys, request, outcome);
+    log::Info("one-hpc configure finished: role {} is configured", role->Name());
+  }
+  return outcome;
+}
+
+}  // namespace onehpc

@@ -1,0 +1,47 @@
+// Picks the role module for this VM and lists the known ones.
+#ifndef ONEHPC_ROLES_DISPATCHER_H_
+#define ONEHPC_ROLES_DISPATCHER_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "context/context_file.h"
+#include "context/onegate.h"
+#include "context/settings.h"
+#include "roles/role.h"
+
+namespace onehpc {
+
+/// Every role module, in README order. Each role's factory lives in its own .cc file and is
+/// listed in dispatcher.cc.
+std::vector<std::unique_ptr<Role>> AllRoles();
+
+/// Settings every role reads (ONEAPP_ROLE and the generic context variables we interpret,
+/// e.g. REPORT_READY).
+std::vector<SettingSpec> CommonSettings();
+
+/// The settings of one role: CommonSettings() followed by the role's own.
+std::vector<SettingSpec> SettingsFor(const Role& role);
+
+/// Every setting of every role, merged by name (roles listed), for the README table.
+std::vector<SettingSpec> AllSettings();
+
+/// Where the role name came from.
+struct RoleChoice {
+  std::string name;
+  std::string source;  ///< "ONEAPP_ROLE", "ROLE_NAME (context)" or "ROLE_NAME (OneGate)"
+};
+
+/// ONEAPP_ROLE if non-empty; else ROLE_NAME from the context; else ROLE_NAME from the VM's
+/// USER_TEMPLATE through OneGate (when `onegate` is not null). kInvalidInput when none is set,
+/// or when the name is not a known role (the message lists the known ones).
+Result<RoleChoice> ChooseRole(const ContextVars& vars, OneGateClient* onegate);
+
+/// The role module named `name`, or nullptr.
+std::unique_ptr<Role> MakeRole(const std::string& name);
+
+}  // namespace onehpc
+
+#endif  // ONEHPC_ROLES_DISPATCHER_H_

@@ -1,0 +1,72 @@
+// A role module: what a VM of one OneFlow role becomes. The dispatcher (roles/dispatcher.h)
+// picks one from ONEAPP_ROLE or the OneFlow ROLE_NAME and runs its Configure.
+#ifndef ONEHPC_ROLES_ROLE_H_
+#define ONEHPC_ROLES_ROLE_H_
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/error.h"
+#include "context/context_file.h"
+#include "context/onegate.h"
+#include "context/settings.h"
+#include "roles/os/block_devices.h"
+#include "roles/os/files.h"
+#include "roles/os/mounts.h"
+#include "roles/os/process.h"
+#include "roles/os/systemd.h"
+#include "roles/plan.h"
+
+namespace onehpc {
+
+/// Everything a role may use. All side effects go through these members, and every change
+/// goes through `plan.Do`, so configure and plan share one code path.
+struct RoleEnv {
+  const LoadedContext& context;
+  const Settings& settings;
+  OneGateClient* onegate;  ///< nullptr when the VM has no OneGate (no TOKEN=YES)
+  ProcessRunner& runner;
+  Files& files;
+  Systemd& systemd;
+  BlockDevices& block_devices;
+  Mounts& mounts;
+  Clock& clock;
+  Plan& plan;
+  /// Attributes to publish through OneGate in the same PUT as READY=YES, after a successful
+  /// configure (nullptr: nothing is published, e.g. in tests).
+  std::vector<std::pair<std::string, std::string>>* publish = nullptr;
+
+  /// A context variable, or "" when absent.
+  std::string Var(const std::string& name) const {
+    auto it = context.vars.find(name);
+    return it == context.vars.end() ? std::string() : it->second;
+  }
+};
+
+class Role {
+ public:
+  virtual ~Role() = default;
+  /// The ONEAPP_ROLE value, e.g. "controller".
+  virtual std::string Name() const = 0;
+  /// The OneFlow service it belongs to, e.g. "OneSlurm".
+  virtual std::string Service() const = 0;
+  /// One line for --help and the README.
+  virtual std::string Summary() const = 0;
+  /// The ONEAPP_* settings this role reads (validated before Configure runs).
+  virtual std::vector<SettingSpec> Settings() const = 0;
+  /// Makes the VM what the role says; idempotent; every change through env.plan.Do.
+  virtual Status Configure(RoleEnv& env) = 0;
+};
+
+/// Writes `content` to `path` through the plan unless the file already has exactly this
+/// content, mode and owner (then records a keep). `why` explains the write.
+Status EnsureFile(RoleEnv& env, const std::string& path, const std::string& content, mode_t mode,
+                  const std::optional<FileOwner>& owner, const std::string& why);
+
+}  // namespace onehpc
+
+#endif  // ONEHPC_ROLES_ROLE_H_
