@@ -139,7 +139,7 @@ int CmdSettings(const CommonOptions& options, const SettingsOutput& output) {
   }
   auto role = MakeRole(role_name);
   if (!role) {
-    log::Error("unknown role '{}'", role_name);
+    log::Error("{}", UnknownRoleError({role_name, output.role.empty() ? "the VM" : "--role"}).message);
     return kExitInvalidInput;
   }
   auto settings = Settings::Resolve(SettingsFor(*role), context->vars);

@@ -107,7 +107,7 @@ ConfigureOutcome RunConfigure(const ConfigureRequest& request, SystemAdapters& s
   outcome.role = choice->name;
   auto make_role = request.make_role ? request.make_role : MakeRole;
   std::unique_ptr<Role> role = make_role(choice->name);
-  if (!role) return fail(Error{ErrorKind::kInvalidInput, "unknown role '" + choice->name + "'"});
+  if (!role) return fail(UnknownRoleError(*choice));
   log::Info("role: {} (service {}, from {})", role->Name(), role->Service(), choice->source);
 
   auto settings = Settings::Resolve(SettingsFor(*role), request.context.vars);

@@ -134,12 +134,13 @@ Result<RoleChoice> ChooseRole(const ContextVars& vars, OneGateClient* onegate) {
                 "ONEAPP_ROLE is empty and OneGate is not available to read the OneFlow role "
                 "name; set ONEAPP_ROLE to one of: " + Join(KnownRoleNames(), ", "));
   }
-  if (!MakeRole(choice.name)) {
-    return Fail(ErrorKind::kInvalidInput,
-                "unknown role '" + choice.name + "' (from " + choice.source +
-                    "); known roles: " + Join(KnownRoleNames(), ", "));
-  }
   return choice;
+}
+
+Error UnknownRoleError(const RoleChoice& choice) {
+  return Error{ErrorKind::kInvalidInput, "unknown role '" + choice.name + "' (from " +
+                                             choice.source + "); known roles: " +
+                                             Join(KnownRoleNames(), ", ")};
 }
 
 }  // namespace onehpc

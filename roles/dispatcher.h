@@ -35,9 +35,12 @@ struct RoleChoice {
 };
 
 /// ONEAPP_ROLE if non-empty; else ROLE_NAME from the context; else ROLE_NAME from the VM's
-/// USER_TEMPLATE through OneGate (when `onegate` is not null). kInvalidInput when none is set,
-/// or when the name is not a known role (the message lists the known ones).
+/// USER_TEMPLATE through OneGate (when `onegate` is not null). kInvalidInput when none is set
+/// (the message lists the known roles). The name is not checked against the known roles.
 Result<RoleChoice> ChooseRole(const ContextVars& vars, OneGateClient* onegate);
+
+/// The error for a role name no module answers to (lists the known ones).
+Error UnknownRoleError(const RoleChoice& choice);
 
 /// The role module named `name`, or nullptr.
 std::unique_ptr<Role> MakeRole(const std::string& name);

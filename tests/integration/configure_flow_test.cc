@@ -1,0 +1,201 @@
+// The configure flow end to end over real HTTP: a role module stands in for the real ones,
+// OneGate is the simulator, files go to a temporary root.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "common/log.h"
+#include "roles/configure.h"
+#include "tests/simulator/onegate_simulator.h"
+
+namespace onehpc {
+namespace {
+
+// A role that writes one file, publishes one attribute, and fails when told to.
+class ProbeRole : public Role {
+ public:
+  std::string Name() const override { return "probe"; }
+  std::string Service() const override { return "Test"; }
+  std::string Summary() const override { return "test role"; }
+  std::vector<SettingSpec> Settings() const override {
+    SettingSpec fail;
+    fail.name = "ONEAPP_PROBE_FAIL";
+    fail.type = SettingType::kBool;
+    fail.default_value = "NO";
+    fail.description = "fail on purpose";
+    return {fail};
+  }
+  Status Configure(RoleEnv& env) override {
+    if (Status s = EnsureFile(env, "/etc/probe.conf", "probe=1\n", 0644, std::nullopt,
+                              "the probe role needs it");
+        !s) {
+      return s;
+    }
+    if (env.settings.GetBool("ONEAPP_PROBE_FAIL")) {
+      return Fail(ErrorKind::kProcess, "slurmctld did not start: \"exit 1\", see [log]\nmore");
+    }
+    if (env.publish) env.publish->emplace_back("PROBE_ADDRESS", "10.0.0.5");
+    return Ok();
+  }
+};
+
+class ConfigureFlowTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_GT(sim_.Start(), 0);
+    service_ = sim_.CreateService("svc", {sim::RoleSpec{.name = "probe"}});
+    vm_ = sim_.AddVm(service_, "probe");
+    root_ = std::filesystem::temp_directory_path() /
+            ("one-hpc-configure-" + std::to_string(::getpid()) + "-" +
+             ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::create_directories(root_);
+  }
+  void TearDown() override {
+    sim_.Stop();
+    std::filesystem::remove_all(root_);
+  }
+
+  ConfigureOutcome Run(ContextVars extra, PlanMode mode = PlanMode::kApply) {
+    ConfigureRequest request;
+    request.context.vars = {{"ONEGATE_ENDPOINT", sim_.Endpoint()},
+                            {"VMID", std::to_string(vm_.id)},
+                            {"ONEAPP_ROLE", "probe"},
+                            {"REPORT_READY", "YES"}};
+    for (auto& [k, v] : extra) request.context.vars[k] = v;
+    request.context.token = vm_.token;
+    request.context.origin = "test";
+    request.mode = mode;
+    request.make_role = [](const std::string& name) -> std::unique_ptr<Role> {
+      if (name == "probe") return std::make_unique<ProbeRole>();
+      return nullptr;
+    };
+    return RunConfigure(request, adapters_);
+  }
+
+  std::string ReadRoot(const std::string& path) {
+    std::ifstream in(root_ / path.substr(1));
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
+
+  sim::OneGateSimulator sim_;
+  int service_ = -1;
+  sim::VmHandle vm_;
+  std::filesystem::path root_;
+  FakeProcessRunner runner_;
+  Files files_{""};
+  SystemctlSystemd systemd_{runner_, "/nonexistent"};
+  BlkidBlockDevices block_devices_;
+  LibmountMounts mounts_;
+  CurlTransport http_;
+  FakeClock clock_;
+  SystemAdapters adapters_{runner_, files_, systemd_, block_devices_, mounts_, clock_, http_};
+
+ public:
+  ConfigureFlowTest() = default;
+  void UseRoot() { files_ = Files(root_.string()); }
+};
+
+TEST_F(ConfigureFlowTest, SuccessPublishesAttributesAndReadyInOneRequest) {
+  UseRoot();
+  sim_.ClearRequests();
+  ConfigureOutcome out = Run({});
+  ASSERT_EQ(out.exit_code, kExitOk) << out.error;
+  EXPECT_EQ(ReadRoot("/etc/probe.conf"), "probe=1\n");
+  EXPECT_EQ(sim_.UserAttr(vm_.id, "READY"), "YES");
+  EXPECT_EQ(sim_.UserAttr(vm_.id, "PROBE_ADDRESS"), "10.0.0.5");
+  int puts_with_ready = 0;
+  for (const auto& r : sim_.Requests()) {
+    if (r.method == "PUT" && r.body.find("READY%3DYES") != std::string::npos) {
+      ++puts_with_ready;
+      EXPECT_NE(r.body.find("PROBE_ADDRESS"), std::string::npos) << r.body;
+    }
+  }
+  EXPECT_EQ(puts_with_ready, 1);
+  auto status = nlohmann::json::parse(ReadRoot(kStatusFile));
+  EXPECT_EQ(status["result"], "success");
+  EXPECT_EQ(status["role"], "probe");
+}
+
+TEST_F(ConfigureFlowTest, SecondRunChangesNoFile) {
+  UseRoot();
+  ASSERT_EQ(Run({}).exit_code, kExitOk);
+  ConfigureOutcome again = Run({});
+  ASSERT_EQ(again.exit_code, kExitOk);
+  for (const auto& a : again.plan.actions()) {
+    EXPECT_FALSE(a.what.rfind("write ", 0) == 0) << "rewrote " << a.what;
+  }
+}
+
+TEST_F(ConfigureFlowTest, FailurePublishesOneLineErrorAndNoReady) {
+  UseRoot();
+  ASSERT_EQ(Run({}).exit_code, kExitOk);  // READY=YES from an earlier boot
+  ConfigureOutcome out = Run({{"ONEAPP_PROBE_FAIL", "yes"}});
+  EXPECT_EQ(out.exit_code, kExitFailed);
+  EXPECT_EQ(sim_.UserAttr(vm_.id, "READY"), "");  // the stale READY was erased
+  EXPECT_EQ(sim_.UserAttr(vm_.id, "ERROR"),
+            "slurmctld did not start: 'exit 1'; see (log) | more");
+  auto status = nlohmann::json::parse(ReadRoot(kStatusFile));
+  EXPECT_EQ(status["result"], "failure");
+  // The next successful run erases ERROR.
+  ASSERT_EQ(Run({}).exit_code, kExitOk);
+  EXPECT_EQ(sim_.UserAttr(vm_.id, "ERROR"), "");
+  EXPECT_EQ(sim_.UserAttr(vm_.id, "READY"), "YES");
+}
+
+TEST_F(ConfigureFlowTest, InvalidSettingIsExitThreeAndNamesTheVariable) {
+  UseRoot();
+  ConfigureOutcome out = Run({{"ONEAPP_PROBE_FAIL", "maybe"}});
+  EXPECT_EQ(out.exit_code, kExitInvalidInput);
+  EXPECT_NE(out.error.find("ONEAPP_PROBE_FAIL"), std::string::npos) << out.error;
+  EXPECT_NE(out.error.find("maybe"), std::string::npos) << out.error;
+  EXPECT_NE(sim_.UserAttr(vm_.id, "ERROR").find("ONEAPP_PROBE_FAIL"), std::string::npos);
+}
+
+TEST_F(ConfigureFlowTest, UnknownRoleIsExitThree) {
+  UseRoot();
+  ConfigureOutcome out = Run({{"ONEAPP_ROLE", "frontend"}});
+  EXPECT_EQ(out.exit_code, kExitInvalidInput);
+  EXPECT_NE(out.error.find("unknown role 'frontend'"), std::string::npos);
+}
+
+TEST_F(ConfigureFlowTest, NoReadyWithoutReportReady) {
+  UseRoot();
+  ConfigureOutcome out = Run({{"REPORT_READY", "NO"}});
+  ASSERT_EQ(out.exit_code, kExitOk) << out.error;
+  EXPECT_EQ(sim_.UserAttr(vm_.id, "READY"), "");
+  EXPECT_EQ(sim_.UserAttr(vm_.id, "PROBE_ADDRESS"), "10.0.0.5");
+}
+
+TEST_F(ConfigureFlowTest, RoleNameFromOneGateWhenOneappRoleIsEmpty) {
+  UseRoot();
+  ConfigureOutcome out = Run({{"ONEAPP_ROLE", ""}});
+  ASSERT_EQ(out.exit_code, kExitOk) << out.error;
+  EXPECT_EQ(out.role, "probe");
+}
+
+TEST_F(ConfigureFlowTest, PlanChangesNothingAndPublishesNothing) {
+  UseRoot();
+  sim_.ClearRequests();
+  ConfigureOutcome out = Run({}, PlanMode::kDryRun);
+  ASSERT_EQ(out.exit_code, kExitOk) << out.error;
+  EXPECT_FALSE(std::filesystem::exists(root_ / "etc/probe.conf"));
+  EXPECT_FALSE(std::filesystem::exists(root_ / "run/one-hpc/status.json"));
+  for (const auto& r : sim_.Requests()) EXPECT_NE(r.method, "PUT") << r.path;
+  std::string text = out.plan.Render();
+  EXPECT_NE(text.find("write /etc/probe.conf"), std::string::npos) << text;
+  EXPECT_NE(text.find("publish PROBE_ADDRESS, READY through OneGate"), std::string::npos) << text;
+}
+
+TEST_F(ConfigureFlowTest, OneGateDownStillConfiguresButFailsToReportReady) {
+  UseRoot();
+  sim_.InjectFault(sim::Fault{.kind = sim::FaultKind::kStatus, .status = 503, .body = "down"});
+  ConfigureOutcome out = Run({});
+  EXPECT_EQ(out.exit_code, kExitNetwork) << out.error;
+  EXPECT_EQ(ReadRoot("/etc/probe.conf"), "probe=1\n");  // ONEAPP_ROLE did not need OneGate
+}
+
+}  // namespace
+}  // namespace onehpc

@@ -1,0 +1,67 @@
+#include "roles/configure.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "roles/dispatcher.h"
+
+namespace onehpc {
+namespace {
+
+TEST(OneGateSafeMessageTest, ReplacesWhatOneGateWouldCorrupt) {
+  EXPECT_EQ(OneGateSafeMessage("a, \"b\" \\c [d]\nnext"), "a; 'b' /c (d) | next");
+  EXPECT_EQ(OneGateSafeMessage(""), "configure failed");
+  EXPECT_EQ(OneGateSafeMessage(std::string(500, 'x')).size(), 240u);
+}
+
+TEST(ExitCodeTest, MapsKinds) {
+  EXPECT_EQ(ExitCodeFor(ErrorKind::kInvalidInput), 3);
+  EXPECT_EQ(ExitCodeFor(ErrorKind::kNotFound), 3);
+  EXPECT_EQ(ExitCodeFor(ErrorKind::kUnsafe), 4);
+  EXPECT_EQ(ExitCodeFor(ErrorKind::kNetwork), 5);
+  EXPECT_EQ(ExitCodeFor(ErrorKind::kProcess), 1);
+  EXPECT_EQ(ExitCodeFor(ErrorKind::kIo), 1);
+}
+
+TEST(ChooseRoleTest, OneappRoleWins) {
+  auto c = ChooseRole({{"ONEAPP_ROLE", "worker"}, {"ROLE_NAME", "controller"}}, nullptr);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->name, "worker");
+  EXPECT_EQ(c->source, "ONEAPP_ROLE");
+}
+
+TEST(ChooseRoleTest, FallsBackToRoleNameInContext) {
+  auto c = ChooseRole({{"ONEAPP_ROLE", ""}, {"ROLE_NAME", "controller"}}, nullptr);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->name, "controller");
+  EXPECT_EQ(c->source, "ROLE_NAME (context)");
+}
+
+TEST(ChooseRoleTest, NothingSetWithoutOneGateIsAClearError) {
+  auto c = ChooseRole({{"ONEAPP_ROLE", ""}}, nullptr);
+  ASSERT_FALSE(c);
+  EXPECT_EQ(c.error().kind, ErrorKind::kInvalidInput);
+  EXPECT_NE(c.error().message.find("ONEAPP_ROLE is empty"), std::string::npos);
+}
+
+TEST(ChooseRoleTest, UnknownRoleListsTheKnownOnes) {
+  Error e = UnknownRoleError({"frontend", "ONEAPP_ROLE"});
+  EXPECT_NE(e.message.find("unknown role 'frontend' (from ONEAPP_ROLE); known roles: "),
+            std::string::npos);
+  for (const auto& role : AllRoles()) {
+    EXPECT_NE(e.message.find(role->Name()), std::string::npos);
+  }
+}
+
+TEST(SettingsTableTest, CommonSettingsComeFirstAndAreNotDuplicated) {
+  auto all = AllSettings();
+  ASSERT_GE(all.size(), 2u);
+  EXPECT_EQ(all[0].name, "ONEAPP_ROLE");
+  EXPECT_EQ(all[1].name, "REPORT_READY");
+  std::set<std::string> names;
+  for (const auto& s : all) EXPECT_TRUE(names.insert(s.name).second) << s.name;
+}
+
+}  // namespace
+}  // namespace onehpc
