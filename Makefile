@@ -56,12 +56,14 @@ test-unit: build
 package: build
 	cmake --build $(BUILD) --target package
 
-# Until the OneSlurm lab demo lands: the plan for a sample controller context.
+# Until the OneSlurm lab demo lands: the plan for a sample controller context (with a token,
+# as OpenNebula writes it, so that the plan goes as far as publishing).
 demo: build
-	@root=$$(mktemp -d); \
-	echo "one-hpc plan --context tests/data/context/sample.sh --root $$root"; \
-	./$(BUILD)/one-hpc plan --context tests/data/context/sample.sh --root $$root; rc=$$?; \
-	rm -rf "$$root"; exit $$rc
+	@tmp=$$(mktemp -d); mkdir -p "$$tmp/root"; \
+	cp tests/data/context/sample.sh "$$tmp/context.sh"; echo "demo-token" >"$$tmp/token.txt"; \
+	echo "+ one-hpc plan --context $$tmp/context.sh --root $$tmp/root"; \
+	./$(BUILD)/one-hpc plan --context "$$tmp/context.sh" --root "$$tmp/root"; rc=$$?; \
+	rm -rf "$$tmp"; exit $$rc
 
 clean:
 	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_FUZZ)

@@ -20,6 +20,8 @@
 #include "roles/os/mounts.h"
 #include "roles/os/process.h"
 #include "roles/os/systemd.h"
+#include "roles/reconcile.h"
+#include "roles/self_drain.h"
 
 namespace onehpc {
 namespace {
@@ -107,11 +109,22 @@ int CmdSettings(const CommonOptions& options, const SettingsOutput& output) {
     }
     nlohmann::json list = nlohmann::json::array();
     for (const auto& s : all) {
-      list.push_back({{"name", s.name},
-                      {"type", ToString(s.type)},
-                      {"default", s.default_value},
-                      {"roles", s.roles},
-                      {"description", s.description}});
+      // Consumed by templates/generate.py (OneFlow/VM template inputs): keep the keys stable.
+      nlohmann::json entry = {{"name", s.name},
+                              {"type", ToString(s.type)},
+                              {"default", s.default_value},
+                              {"roles", s.roles},
+                              {"description", s.description},
+                              {"secret", s.secret},
+                              {"required", s.required},
+                              {"min", nullptr},
+                              {"max", nullptr},
+                              {"choices", s.choices},
+                              {"pattern", s.pattern},
+                              {"expected", s.expected}};
+      if (s.min != INT64_MIN) entry["min"] = s.min;
+      if (s.max != INT64_MAX) entry["max"] = s.max;
+      list.push_back(std::move(entry));
     }
     std::cout << list.dump(2) << "\n";
     return kExitOk;
@@ -186,14 +199,46 @@ int CmdContext(const CommonOptions& options, bool json, bool show_secrets) {
   return kExitOk;
 }
 
+namespace {
+
+// Runs outside configure (timers, shutdown): the context is the saved one.
+Result<std::unique_ptr<OneGateClient>> OneGateFor(const LoadedContext& context, HttpTransport& http) {
+  auto config = OneGateConfig::FromContext(context);
+  if (!config) return Fail(config.error());
+  // Bounded so a cycle ends well inside its unit's TimeoutStartSec.
+  config->request_timeout = Duration(5000);
+  config->retry.max_attempts = 3;
+  config->retry.deadline = Duration(15000);
+  return std::make_unique<OneGateClient>(*config, http, SystemClock());
+}
+
+}  // namespace
+
 int CmdReconcile(const CommonOptions& options) {
-  log::Error("reconcile is not available in this build");
-  return kExitFailed;
+  auto context = LoadForCommand(options, false);
+  if (!context) {
+    // No context: no OneGate, so nothing can be known about the service: change nothing.
+    log::Error("reconcile: cannot read the VM's context, changing nothing: {}",
+               context.error().message);
+    return ExitCodeFor(context.error().kind);
+  }
+  CurlTransport http;
+  auto onegate = OneGateFor(*context, http);
+  if (!onegate) {
+    log::Error("reconcile: OneGate is not configured, changing nothing: {}",
+               onegate.error().message);
+    return ExitCodeFor(onegate.error().kind);
+  }
+  RealProcessRunner runner;
+  ReconcileOptions reconcile;
+  return ReconcileExitCode(RunReconcile(reconcile, **onegate, runner, SystemClock()));
 }
 
 int CmdSelfDrain(const CommonOptions& options) {
-  log::Error("self-drain is not available in this build");
-  return kExitFailed;
+  RealProcessRunner runner;
+  SystemctlSystemd systemd(runner);
+  SelfDrainOptions drain;
+  return SelfDrainExitCode(RunSelfDrain(drain, runner, systemd, SystemClock()));
 }
 
 }  // namespace onehpc

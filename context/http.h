@@ -2,7 +2,9 @@
 #ifndef ONEHPC_CONTEXT_HTTP_H_
 #define ONEHPC_CONTEXT_HTTP_H_
 
+#include <cstddef>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -18,6 +20,8 @@ struct HttpRequest {
   std::string body;  ///< sent as is (also on GET when non-empty)
   Duration connect_timeout{3000};
   Duration total_timeout{10000};
+  /// Larger responses fail (kNetwork) instead of filling memory.
+  std::size_t max_response_bytes = std::size_t{32} << 20;
 };
 
 struct HttpResponse {
@@ -35,7 +39,8 @@ class HttpTransport {
 };
 
 /// libcurl easy interface; no proxy (OneGate is link-local or on the service network), no
-/// signals (CURLOPT_NOSIGNAL), redirects not followed.
+/// signals (CURLOPT_NOSIGNAL), redirects not followed, only http/https. A response cut short
+/// (fewer bytes than its Content-Length) is an error. Thread-safe: one handle per request.
 class CurlTransport : public HttpTransport {
  public:
   CurlTransport();
@@ -45,6 +50,8 @@ class CurlTransport : public HttpTransport {
 
 /// Percent-encodes for application/x-www-form-urlencoded (space as '+').
 std::string FormEncode(std::string_view text);
+/// Percent-encodes one URL path segment (everything but A-Z a-z 0-9 - . _ ~).
+std::string PathEncode(std::string_view text);
 
 }  // namespace onehpc
 

@@ -2,9 +2,11 @@
 #ifndef ONEHPC_CONTEXT_ONEGATE_H_
 #define ONEHPC_CONTEXT_ONEGATE_H_
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -38,6 +40,9 @@ struct VmInfo {
   std::vector<VmNic> nics;
   /// TEMPLATE.CONTEXT (only in extended service output); secrets: never log.
   std::map<std::string, std::string> context;
+  /// OpenNebula 6.10 appends entries holding only an IP (external IPs found in MONITORING)
+  /// to TEMPLATE.NIC; they are not NICs of the VM and are kept here instead of in `nics`.
+  std::vector<std::string> external_ips;
 
   /// USER_TEMPLATE value or "" when absent.
   std::string Attr(const std::string& key) const;
@@ -65,9 +70,14 @@ struct ServiceInfo {
   const ServiceRole* FindRole(const std::string& name) const;
 };
 
-/// {"VM": {...}} from GET /vm or /vms/:id. kInvalidInput on malformed or unexpected JSON.
+/// {"VM": {...}} from GET /vm or /vms/:id. kInvalidInput on malformed or unexpected JSON;
+/// VM.ID is required, a present but non-numeric STATE/LCM_STATE is an error naming it.
+/// Error messages never quote the document (it may carry secrets).
 Result<VmInfo> ParseVmJson(std::string_view json);
-/// {"SERVICE": {...}} from GET /service, compact or extended.
+/// {"SERVICE": {...}} from GET /service, compact or extended. Required: SERVICE.roles and
+/// each role's name and cardinality and each node's deploy_id (errors name the path, e.g.
+/// "SERVICE.roles[1].nodes[0].deploy_id"). A node's vm_info.VM is parsed as a full VmInfo
+/// when it carries more than the compact six strings (extended output).
 Result<ServiceInfo> ParseServiceJson(std::string_view json);
 
 // ---- The client
@@ -80,8 +90,17 @@ struct OneGateConfig {
   Duration request_timeout{10000};
   RetryPolicy retry;     ///< applied to connection errors, timeouts, 5xx (but the
                          ///< deterministic 500s) and 429; never to other 4xx
+  /// 401 may come from oned being unreachable just after boot: a call retries 401 (within
+  /// `retry`) at most this many attempts in total and only within `unauthorized_window` of
+  /// its first attempt; after that 401 is fatal.
+  int unauthorized_attempts = 3;
+  Duration unauthorized_window{15000};
+  /// A 2xx whose body does not parse (e.g. cut short by a proxy) is retried this many times
+  /// (within `retry`), then the parse error is returned.
+  int malformed_retries = 2;
   /// Builds the config from context variables and the loaded token; kInvalidInput naming
   /// the missing variable (ONEGATE_ENDPOINT / VMID / token: "set TOKEN=YES in CONTEXT").
+  /// Registers the token with log::AddSecret.
   static Result<OneGateConfig> FromContext(const LoadedContext& context);
 };
 
@@ -99,7 +118,8 @@ class OneGateClient {
   Result<VmInfo> GetVmById(int vm_id);
   /// PUT /vm type=1 with several KEY=VALUE lines in one request. Refuses (kInvalidInput,
   /// nothing sent) keys not matching [A-Z0-9_]+ and values that are empty or contain
-  /// , " \ [ ] or a newline: base64 such values and name them *_BASE64.
+  /// , " \ [ ] or a newline (or another control character): base64 such values and name
+  /// them *_BASE64.
   Status UpdateVm(const std::vector<std::pair<std::string, std::string>>& attributes);
   Status UpdateVmById(int vm_id, const std::vector<std::pair<std::string, std::string>>& attributes);
   /// PUT /vm type=2; "500 attribute not found" counts as success.
@@ -114,8 +134,16 @@ class OneGateClient {
   const OneGateFailure& last_failure() const { return last_failure_; }
 
  private:
+  /// Checks (and usually parses) a 2xx body; a failure counts as a malformed response.
+  using BodyCheck = std::function<Status(const HttpResponse&)>;
   Result<HttpResponse> Call(const std::string& method, const std::string& path,
                             const std::string& body, const std::string& content_type);
+  /// One request with the retry policy; `check` runs on each 2xx response.
+  Result<HttpResponse> Call(const std::string& method, const std::string& path,
+                            const std::string& body, const std::string& content_type,
+                            const BodyCheck& check);
+  Status Update(const std::string& path,
+                const std::vector<std::pair<std::string, std::string>>& attributes);
   OneGateConfig config_;
   HttpTransport& http_;
   Clock& clock_;
@@ -125,6 +153,8 @@ class OneGateClient {
 
 /// Checks a value for PUT /vm: "" if fine, else why not.
 std::string OneGateValueProblem(std::string_view value);
+/// Checks a key for PUT /vm ([A-Z0-9_]+): "" if fine, else why not.
+std::string OneGateKeyProblem(std::string_view key);
 
 }  // namespace onehpc
 

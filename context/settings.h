@@ -3,9 +3,11 @@
 #define ONEHPC_CONTEXT_SETTINGS_H_
 
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -38,12 +40,28 @@ struct SettingSpec {
   std::string pattern;               ///< kString / kList item regex; "" = any single line
   std::string expected;  ///< what a valid value looks like, for error messages (optional)
   bool secret = false;   ///< kPassword and kText64 secrets: never printed or logged
+  bool required = false;  ///< absent or empty (with no default) is an error
 };
 
 /// Parses a boolean the documented way; nullopt for anything else.
 std::optional<bool> ParseBool(std::string_view text);
 
+/// Decodes standard base64 (RFC 4648 alphabet `A-Za-z0-9+/`). ASCII whitespace anywhere is
+/// ignored (wrapped `base64` output is fine); `=` padding is optional but, if present, must
+/// be correct; the unused bits of the last character must be zero. nullopt otherwise.
+std::optional<std::string> DecodeBase64(std::string_view text);
+
 /// The effective, validated values of a set of specs.
+///
+/// Rules: a value that is absent, empty or only whitespace takes the default ("empty means
+/// default", as OpenNebula sends blank optional inputs as ''). kBool, kInt and kEnum values
+/// are trimmed; kEnum matches a choice case-insensitively and keeps the choice's spelling;
+/// kString / kPassword values are kept as given but must be one line; kList items are
+/// split on commas and whitespace, empty items dropped; a `pattern` must match the whole
+/// value (kString, kPassword) or each whole item (kList); kText64 is decoded with
+/// DecodeBase64 (padding optional, strict otherwise). A setting with neither a value nor a default reads as false / 0 / "" /
+/// {} (IsSet() tells). Asking for an undeclared name or with the wrong type is a
+/// programming error: the process prints the reason and aborts.
 class Settings {
  public:
   /// Validates every spec against `vars`; on failure the error (kInvalidInput) lists every
@@ -69,8 +87,11 @@ class Settings {
   struct Value {
     std::string text;  // normalised text (decoded for kText64)
     bool from_context = false;
+    bool present = false;  // from the context or a default
   };
   const Value& Find(const std::string& name, SettingType expected_type) const;
+  const Value& Find(const std::string& name, std::initializer_list<SettingType> types,
+                    const char* accessor) const;
   std::vector<SettingSpec> specs_;
   std::map<std::string, Value> values_;
 };

@@ -4,6 +4,8 @@
 #include <map>
 
 #include "common/log.h"
+#include "roles/controller.h"
+#include "roles/worker.h"
 
 namespace onehpc {
 
@@ -14,6 +16,8 @@ using Factory = std::unique_ptr<Role> (*)();
 
 const std::vector<Factory>& Factories() {
   static const std::vector<Factory> factories = {
+      MakeControllerRole,  // OneSlurm
+      MakeWorkerRole,      // OneSlurm
   };
   return factories;
 }

@@ -24,7 +24,8 @@ struct DeviceProbe {
   /// Human-readable description of every signature found ("ext4 label=x", "gpt", ...).
   std::vector<std::string> signatures;
   /// True when libblkid found nothing at all: no superblock, no partition table (primary or
-  /// backup GPT), no other signature, and not ambivalent.
+  /// backup GPT), no other signature, and not ambivalent (BlkidBlockDevices also requires
+  /// the first and last MiB to be zeros).
   bool blank() const { return !ambivalent && signatures.empty(); }
 };
 
@@ -35,16 +36,30 @@ class BlockDevices {
   /// include_loop), as /dev paths, sorted.
   virtual Result<std::vector<std::string>> ListDisks(bool include_loop) = 0;
   virtual Result<DeviceProbe> Probe(const std::string& device) = 0;
-  /// The device holding a filesystem with this label (libblkid cache evaluation), or
-  /// kNotFound.
+  /// The device holding a filesystem with this label (found by probing, not from the
+  /// possibly stale libblkid cache), or kNotFound.
   virtual Result<std::string> FindByLabel(const std::string& label) = 0;
 };
 
+/// Probe() also reads the device itself: a GPT backup header ("EFI PART") in the last
+/// sector (512 or 4096 bytes) is listed even when libblkid does not recognise it (no
+/// protective MBR, bad CRC); and when nothing else is found, non-zero bytes in the first or
+/// last MiB are listed as "unknown data" (a headerless encrypted volume or a wiped-but-used
+/// disk is not blank).
 class BlkidBlockDevices : public BlockDevices {
  public:
+  /// `find_on_loop`: FindByLabel also probes loop devices (tests). `sys_block` is the
+  /// directory listing whole disks (tests may point it at a fake tree).
+  explicit BlkidBlockDevices(bool find_on_loop = false, std::string sys_block = "/sys/block");
   Result<std::vector<std::string>> ListDisks(bool include_loop) override;
   Result<DeviceProbe> Probe(const std::string& device) override;
+  /// Probes every disk (and each of its partitions) and returns the one device whose
+  /// filesystem has exactly this label; kNotFound if none, kUnsafe if several.
   Result<std::string> FindByLabel(const std::string& label) override;
+
+ private:
+  bool find_on_loop_;
+  std::string sys_block_;
 };
 
 }  // namespace onehpc

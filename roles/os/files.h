@@ -35,6 +35,9 @@ class Files {
 
   /// temp file in the same directory + write + fsync + chmod/chown + rename + fsync of the
   /// directory. Parent directories are created (0755). The temp file is removed on failure.
+  /// Without `owner` the file belongs to the caller (root). An empty user or group is left
+  /// unchanged; a numeric one is used as the id. A symlink at `path` is replaced, not
+  /// followed.
   Status WriteAtomic(const std::string& path, const std::string& content, mode_t mode,
                      const std::optional<FileOwner>& owner = std::nullopt);
   /// WriteAtomic only when the content, mode or owner differ; returns whether it wrote.

@@ -24,7 +24,10 @@ class Mounts {
   virtual Result<std::optional<MountEntry>> FindByTarget(const std::string& target) = 0;
   /// Every mount of `source` (a device path; symlinks and /dev/disk/by-* are resolved).
   virtual Result<std::vector<MountEntry>> FindBySource(const std::string& source) = 0;
+  /// Mounts as given (fs_type and options may be empty). Does not look at what is already
+  /// mounted on the target: check with FindByTarget first (mounts would stack).
   virtual Status Mount(const MountEntry& entry) = 0;
+  /// Unmounts the top mount at `target`; nothing mounted there is success.
   virtual Status Unmount(const std::string& target) = 0;
 };
 

@@ -3,6 +3,7 @@
 #ifndef ONEHPC_ROLES_OS_PROCESS_H_
 #define ONEHPC_ROLES_OS_PROCESS_H_
 
+#include <cstddef>
 #include <functional>
 #include <map>
 #include <optional>
@@ -25,6 +26,8 @@ struct Command {
   std::string cwd;          ///< "" = inherit
   /// Strings to redact from every log line about this command (argv and output).
   std::vector<std::string> secrets;
+  /// Time between SIGTERM and SIGKILL after the timeout.
+  Duration kill_grace{2000};
 };
 
 struct ProcessResult {
@@ -33,7 +36,11 @@ struct ProcessResult {
   bool timed_out = false;
   std::string out;
   std::string err;
+  bool out_truncated = false;  ///< stdout exceeded kMaxOutput; the rest was discarded
+  bool err_truncated = false;  ///< stderr exceeded kMaxOutput; the rest was discarded
   bool ok() const { return exit_code == 0 && !timed_out; }
+  /// Captured bytes kept per stream.
+  static constexpr size_t kMaxOutput = 4 * 1024 * 1024;
 };
 
 /// Starts a program and waits for it. An Error (kProcess) means it could not be started;

@@ -1,0 +1,701 @@
+#include "context/onegate.h"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <climits>
+#include <cmath>
+#include <cstdint>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "common/log.h"
+#include "common/version.h"
+
+namespace onehpc {
+namespace {
+
+using nlohmann::json;
+
+// ---- Tolerant JSON access (onegate-api.md sections 5, 6 and 12)
+
+/// The member `key` of `obj`, or nullptr when `obj` is not an object or lacks it.
+const json* Member(const json& obj, const std::string& key) {
+  if (!obj.is_object()) return nullptr;
+  auto it = obj.find(key);
+  return it == obj.end() ? nullptr : &*it;
+}
+
+/// A leaf as text: strings as they are, numbers and booleans printed, null and `{}` (an
+/// empty XML element) as "". nullopt for arrays and non-empty objects.
+std::optional<std::string> LeafText(const json& v) {
+  switch (v.type()) {
+    case json::value_t::string:
+      return v.get_ref<const std::string&>();
+    case json::value_t::number_integer:
+      return std::to_string(v.get<std::int64_t>());
+    case json::value_t::number_unsigned:
+      return std::to_string(v.get<std::uint64_t>());
+    case json::value_t::number_float:
+      return fmt::format("{}", v.get<double>());
+    case json::value_t::boolean:
+      return std::string(v.get<bool>() ? "true" : "false");
+    case json::value_t::null:
+      return std::string();
+    case json::value_t::object:
+      if (v.empty()) return std::string();
+      return std::nullopt;
+    default:
+      return std::nullopt;
+  }
+}
+
+/// The text of member `key`, "" when absent or not a leaf.
+std::string Text(const json& obj, const std::string& key) {
+  const json* v = Member(obj, key);
+  if (!v) return {};
+  return LeafText(*v).value_or(std::string());
+}
+
+/// True when a member is absent or reads as empty (null, {}, "").
+bool IsEmptyValue(const json* v) {
+  if (!v || v->is_null()) return true;
+  if (v->is_object() && v->empty()) return true;
+  if (v->is_string() && v->get_ref<const std::string&>().empty()) return true;
+  return false;
+}
+
+/// Integer `key` of `obj`: a JSON integer or a numeric string (VM JSON has strings, service
+/// JSON integers; either is accepted everywhere). Absent/empty values give `fallback`, or an
+/// error naming `where.key` when there is none.
+Result<int> IntField(const json& obj, const std::string& key, const std::string& where,
+                     std::optional<int> fallback) {
+  const std::string name = where + "." + key;
+  const json* v = Member(obj, key);
+  if (IsEmptyValue(v)) {
+    if (fallback) return *fallback;
+    return Fail(ErrorKind::kInvalidInput, name + " is missing");
+  }
+  auto bad = [&](const std::string& got) {
+    return Fail(ErrorKind::kInvalidInput, name + ": expected an integer, got " + got);
+  };
+  switch (v->type()) {
+    case json::value_t::number_integer: {
+      std::int64_t n = v->get<std::int64_t>();
+      if (n < INT_MIN || n > INT_MAX) return bad("an out-of-range number");
+      return static_cast<int>(n);
+    }
+    case json::value_t::number_unsigned: {
+      std::uint64_t n = v->get<std::uint64_t>();
+      if (n > static_cast<std::uint64_t>(INT_MAX)) return bad("an out-of-range number");
+      return static_cast<int>(n);
+    }
+    case json::value_t::number_float: {
+      double d = v->get<double>();
+      if (!std::isfinite(d) || d != std::trunc(d) || d < INT_MIN || d > INT_MAX) {
+        return bad("a non-integral number");
+      }
+      return static_cast<int>(d);
+    }
+    case json::value_t::string: {
+      const std::string& s = v->get_ref<const std::string&>();
+      int n = 0;
+      auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
+      if (ec != std::errc() || end != s.data() + s.size()) {
+        std::string shown = s.size() <= 20 ? s : s.substr(0, 20) + "...";
+        // Keep the message printable.
+        for (char& c : shown) {
+          if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+        }
+        return bad("\"" + shown + "\"");
+      }
+      return n;
+    }
+    default:
+      return bad(std::string("a JSON ") + v->type_name());
+  }
+}
+
+/// The elements of a value that may be one object or an array of them (NIC in extended
+/// output); absent, null and `{}` give none.
+std::vector<const json*> Elements(const json* v) {
+  std::vector<const json*> out;
+  if (!v) return out;
+  if (v->is_array()) {
+    for (const auto& e : *v) out.push_back(&e);
+  } else if (v->is_object() && !v->empty()) {
+    out.push_back(v);
+  }
+  return out;
+}
+
+/// String-valued members of an object; nested objects and arrays are skipped.
+std::map<std::string, std::string> LeafMap(const json* v) {
+  std::map<std::string, std::string> out;
+  if (!v || !v->is_object()) return out;
+  for (auto it = v->begin(); it != v->end(); ++it) {
+    if (auto text = LeafText(it.value())) out.emplace(it.key(), std::move(*text));
+  }
+  return out;
+}
+
+void ParseNics(const json* template_obj, VmInfo& vm) {
+  if (!template_obj || !template_obj->is_object()) return;
+  for (const json* e : Elements(Member(*template_obj, "NIC"))) {
+    if (!e->is_object()) continue;
+    VmNic nic;
+    nic.ip = Text(*e, "IP");
+    nic.ip6 = Text(*e, "IP6_GLOBAL");
+    if (nic.ip6.empty()) nic.ip6 = Text(*e, "IP6");
+    nic.mac = Text(*e, "MAC");
+    nic.network = Text(*e, "NETWORK");
+    nic.network_id = Text(*e, "NETWORK_ID");
+    nic.name = Text(*e, "NAME");
+    nic.nic_id = Text(*e, "NIC_ID");
+    if (nic.nic_id.empty() && nic.name.size() > 3 && nic.name.compare(0, 3, "NIC") == 0 &&
+        std::all_of(nic.name.begin() + 3, nic.name.end(),
+                    [](unsigned char c) { return std::isdigit(c); })) {
+      nic.nic_id = nic.name.substr(3);
+    }
+    const bool identified = !nic.name.empty() || !nic.nic_id.empty() || !nic.mac.empty() ||
+                            !nic.network.empty() || !nic.network_id.empty();
+    if (!identified) {
+      // 6.10's external-IP entries ({"IP": ...} only): not a NIC of this VM.
+      if (!nic.ip.empty()) vm.external_ips.push_back(nic.ip);
+      continue;
+    }
+    vm.nics.push_back(std::move(nic));
+  }
+}
+
+/// A VM object (the value of "VM"). `fallback_id` is used when ID is absent.
+Result<VmInfo> ParseVmObject(const json& obj, const std::string& where,
+                             std::optional<int> fallback_id) {
+  if (!obj.is_object()) {
+    return Fail(ErrorKind::kInvalidInput,
+                where + ": expected an object, got a JSON " + obj.type_name());
+  }
+  VmInfo vm;
+  auto id = IntField(obj, "ID", where, fallback_id);
+  if (!id) return Fail(id.error());
+  vm.id = *id;
+  vm.name = Text(obj, "NAME");
+  auto state = IntField(obj, "STATE", where, -1);
+  if (!state) return Fail(state.error());
+  vm.state = *state;
+  auto lcm = IntField(obj, "LCM_STATE", where, -1);
+  if (!lcm) return Fail(lcm.error());
+  vm.lcm_state = *lcm;
+  vm.user_template = LeafMap(Member(obj, "USER_TEMPLATE"));
+  const json* tmpl = Member(obj, "TEMPLATE");
+  ParseNics(tmpl, vm);
+  if (tmpl) vm.context = LeafMap(Member(*tmpl, "CONTEXT"));
+  return vm;
+}
+
+/// Parses without ever quoting the text in the error (it may carry secrets).
+Result<json> ParseJsonText(std::string_view text) {
+  try {
+    return json::parse(text.begin(), text.end());
+  } catch (const json::parse_error& e) {
+    return Fail(ErrorKind::kInvalidInput,
+                "malformed JSON at byte " + std::to_string(e.byte) + " of " +
+                    std::to_string(text.size()));
+  } catch (const std::exception& e) {
+    return Fail(ErrorKind::kInvalidInput, "malformed JSON");
+  }
+}
+
+Result<ServiceNode> ParseNode(const json& node, const std::string& where) {
+  if (!node.is_object()) {
+    return Fail(ErrorKind::kInvalidInput,
+                where + ": expected an object, got a JSON " + node.type_name());
+  }
+  ServiceNode out;
+  auto id = IntField(node, "deploy_id", where, std::nullopt);
+  if (!id) return Fail(id.error());
+  out.vm_id = *id;
+  // `running` is always null in current OneFlow: ignored.
+  const json* info = Member(node, "vm_info");
+  const json* vm = info ? Member(*info, "VM") : nullptr;
+  if (vm && vm->is_object()) {
+    out.vm_name = Text(*vm, "NAME");
+    // Compact output has six strings (ID UID GID UNAME GNAME NAME); extended has the live VM.
+    const bool extended = Member(*vm, "STATE") || Member(*vm, "LCM_STATE") ||
+                          Member(*vm, "TEMPLATE") || Member(*vm, "USER_TEMPLATE");
+    if (extended) {
+      auto parsed = ParseVmObject(*vm, where + ".vm_info.VM", out.vm_id);
+      if (!parsed) return Fail(parsed.error());
+      out.vm = std::move(*parsed);
+    }
+  }
+  return out;
+}
+
+Result<ServiceRole> ParseRole(const json& role, const std::string& where) {
+  if (!role.is_object()) {
+    return Fail(ErrorKind::kInvalidInput,
+                where + ": expected an object, got a JSON " + role.type_name());
+  }
+  ServiceRole out;
+  out.name = Text(role, "name");
+  if (out.name.empty()) return Fail(ErrorKind::kInvalidInput, where + ".name is missing");
+  auto cardinality = IntField(role, "cardinality", where, std::nullopt);
+  if (!cardinality) return Fail(cardinality.error());
+  out.cardinality = *cardinality;
+  auto state = IntField(role, "state", where, -1);
+  if (!state) return Fail(state.error());
+  out.state = *state;
+  const json* nodes = Member(role, "nodes");
+  if (nodes && !nodes->is_array() && !nodes->is_object() && !nodes->is_null()) {
+    return Fail(ErrorKind::kInvalidInput, where + ".nodes: expected an array, got a JSON " +
+                                              std::string(nodes->type_name()));
+  }
+  std::size_t i = 0;
+  for (const json* node : Elements(nodes)) {
+    auto parsed = ParseNode(*node, where + ".nodes[" + std::to_string(i++) + "]");
+    if (!parsed) return Fail(parsed.error());
+    out.nodes.push_back(std::move(*parsed));
+  }
+  return out;
+}
+
+Result<VmInfo> ParseVmJsonUnguarded(std::string_view text) {
+  auto doc = ParseJsonText(text);
+  if (!doc) return Fail(doc.error());
+  const json* vm = Member(*doc, "VM");
+  if (!vm) {
+    return Fail(ErrorKind::kInvalidInput, "expected a JSON object with a \"VM\" member");
+  }
+  return ParseVmObject(*vm, "VM", std::nullopt);
+}
+
+Result<ServiceInfo> ParseServiceJsonUnguarded(std::string_view text) {
+  auto doc = ParseJsonText(text);
+  if (!doc) return Fail(doc.error());
+  const json* service = Member(*doc, "SERVICE");
+  if (!service || !service->is_object()) {
+    return Fail(ErrorKind::kInvalidInput,
+                "expected a JSON object with a \"SERVICE\" object member");
+  }
+  ServiceInfo out;
+  out.id = Text(*service, "id");
+  out.name = Text(*service, "name");
+  auto state = IntField(*service, "state", "SERVICE", -1);
+  if (!state) return Fail(state.error());
+  out.state = *state;
+  const json* roles = Member(*service, "roles");
+  if (!roles || roles->is_null()) {
+    return Fail(ErrorKind::kInvalidInput, "SERVICE.roles is missing");
+  }
+  if (!roles->is_array() && !roles->is_object()) {
+    return Fail(ErrorKind::kInvalidInput,
+                std::string("SERVICE.roles: expected an array, got a JSON ") + roles->type_name());
+  }
+  std::size_t i = 0;
+  for (const json* role : Elements(roles)) {
+    auto parsed = ParseRole(*role, "SERVICE.roles[" + std::to_string(i++) + "]");
+    if (!parsed) return Fail(parsed.error());
+    out.roles.push_back(std::move(*parsed));
+  }
+  return out;
+}
+
+// ---- Client helpers
+
+bool ContainsNoCase(std::string_view haystack, std::string_view needle) {
+  auto it = std::search(haystack.begin(), haystack.end(), needle.begin(), needle.end(),
+                        [](char a, char b) {
+                          return std::tolower(static_cast<unsigned char>(a)) ==
+                                 std::tolower(static_cast<unsigned char>(b));
+                        });
+  return it != haystack.end();
+}
+
+/// A 500 that will not change on retry: oned refused the data or the action.
+bool IsDeterministic500(std::string_view body) {
+  static constexpr std::string_view kMarkers[] = {
+      "attribute not found", "syntax error",       "parse error",
+      "error parsing",       "action not available", "not available for this resource",
+  };
+  return std::any_of(std::begin(kMarkers), std::end(kMarkers),
+                     [&](std::string_view m) { return ContainsNoCase(body, m); });
+}
+
+/// The server's body for an error message: one line, at most 200 characters, redacted.
+std::string ShortBody(std::string_view body) {
+  std::string out;
+  for (char c : body) {
+    unsigned char u = static_cast<unsigned char>(c);
+    out += (u < 0x20 || u == 0x7f) ? ' ' : c;
+    if (out.size() >= 200) {
+      out += "...";
+      break;
+    }
+  }
+  auto first = out.find_first_not_of(' ');
+  if (first == std::string::npos) return {};
+  out = out.substr(first, out.find_last_not_of(' ') - first + 1);
+  return log::Redact(out);
+}
+
+/// For messages: printable, at most `max` characters.
+std::string Printable(std::string_view text, std::size_t max) {
+  std::string out;
+  for (char c : text.substr(0, max)) {
+    unsigned char u = static_cast<unsigned char>(c);
+    if (c == '\n') {
+      out += "\\n";
+    } else if (u < 0x20 || u == 0x7f) {
+      out += '?';
+    } else {
+      out += c;
+    }
+  }
+  if (text.size() > max) out += "...";
+  return out;
+}
+
+bool LooksSecret(std::string_view key) {
+  static constexpr std::string_view kWords[] = {"PASSWORD", "PASS", "TOKEN", "SECRET", "KEY",
+                                                "CREDENTIAL"};
+  return std::any_of(std::begin(kWords), std::end(kWords),
+                     [&](std::string_view w) { return key.find(w) != std::string_view::npos; });
+}
+
+std::string Trim(std::string_view s) {
+  auto first = s.find_first_not_of(" \t\r\n");
+  if (first == std::string_view::npos) return {};
+  auto last = s.find_last_not_of(" \t\r\n");
+  return std::string(s.substr(first, last - first + 1));
+}
+
+constexpr char kFormType[] = "application/x-www-form-urlencoded";
+
+}  // namespace
+
+// ---- Views
+
+std::string VmInfo::Attr(const std::string& key) const {
+  auto it = user_template.find(key);
+  return it == user_template.end() ? std::string() : it->second;
+}
+
+const ServiceRole* ServiceInfo::FindRole(const std::string& name) const {
+  for (const auto& role : roles) {
+    if (role.name == name) return &role;
+  }
+  return nullptr;
+}
+
+Result<VmInfo> ParseVmJson(std::string_view json) {
+  try {
+    return ParseVmJsonUnguarded(json);
+  } catch (const std::exception& e) {  // nlohmann's type errors and the like: never escape
+    return Fail(ErrorKind::kInvalidInput, std::string("unexpected VM JSON: ") + e.what());
+  }
+}
+
+Result<ServiceInfo> ParseServiceJson(std::string_view json) {
+  try {
+    return ParseServiceJsonUnguarded(json);
+  } catch (const std::exception& e) {
+    return Fail(ErrorKind::kInvalidInput, std::string("unexpected service JSON: ") + e.what());
+  }
+}
+
+// ---- Config
+
+Result<OneGateConfig> OneGateConfig::FromContext(const LoadedContext& context) {
+  OneGateConfig config;
+  auto var = [&](const char* name) -> std::string {
+    auto it = context.vars.find(name);
+    return it == context.vars.end() ? std::string() : Trim(it->second);
+  };
+  config.endpoint = var("ONEGATE_ENDPOINT");
+  if (config.endpoint.empty()) {
+    return Fail(ErrorKind::kInvalidInput,
+                "ONEGATE_ENDPOINT is not set: the VM template needs CONTEXT/TOKEN=YES");
+  }
+  const bool http = config.endpoint.rfind("http://", 0) == 0;
+  const bool https = config.endpoint.rfind("https://", 0) == 0;
+  const bool clean = std::none_of(config.endpoint.begin(), config.endpoint.end(), [](char c) {
+    unsigned char u = static_cast<unsigned char>(c);
+    return u <= 0x20 || u == 0x7f;
+  });
+  if (!(http || https) || !clean) {
+    return Fail(ErrorKind::kInvalidInput,
+                "ONEGATE_ENDPOINT must be an http:// or https:// URL without spaces, got '" +
+                    Printable(config.endpoint, 100) + "'");
+  }
+  config.vmid = var("VMID");
+  if (config.vmid.empty()) {
+    return Fail(ErrorKind::kInvalidInput, "VMID is not set in the context");
+  }
+  if (config.vmid.size() > 9 || !std::all_of(config.vmid.begin(), config.vmid.end(),
+                                             [](unsigned char c) { return std::isdigit(c); })) {
+    return Fail(ErrorKind::kInvalidInput,
+                "VMID must be a number, got '" + Printable(config.vmid, 20) + "'");
+  }
+  config.token = Trim(context.token);
+  if (config.token.empty()) {
+    return Fail(ErrorKind::kInvalidInput,
+                "the OneGate token was not found (ONEGATE_TOKEN, TOKENTXT or token.txt): set "
+                "TOKEN=YES in CONTEXT");
+  }
+  if (config.token.find_first_of("\r\n") != std::string::npos) {
+    return Fail(ErrorKind::kInvalidInput, "the OneGate token contains a line break");
+  }
+  log::AddSecret(config.token);
+  return config;
+}
+
+// ---- Client
+
+std::string OneGateValueProblem(std::string_view value) {
+  if (value.empty()) return "is empty (erase the attribute instead)";
+  for (char c : value) {
+    switch (c) {
+      case ',': return "contains ','";
+      case '"': return "contains '\"'";
+      case '\\': return "contains '\\'";
+      case '[': return "contains '['";
+      case ']': return "contains ']'";
+      case '\n': return "contains a newline";
+      default: break;
+    }
+    unsigned char u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) return "contains a control character";
+  }
+  return {};
+}
+
+std::string OneGateKeyProblem(std::string_view key) {
+  if (key.empty()) return "is empty";
+  for (char c : key) {
+    if (!((c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_')) {
+      return "must match [A-Z0-9_]+";
+    }
+  }
+  return {};
+}
+
+OneGateClient::OneGateClient(OneGateConfig config, HttpTransport& http, Clock& clock)
+    : config_(std::move(config)), http_(http), clock_(clock) {
+  while (!config_.endpoint.empty() && config_.endpoint.back() == '/') config_.endpoint.pop_back();
+  log::AddSecret(config_.token);
+}
+
+Result<HttpResponse> OneGateClient::Call(const std::string& method, const std::string& path,
+                                         const std::string& body,
+                                         const std::string& content_type) {
+  return Call(method, path, body, content_type, nullptr);
+}
+
+// Classification (onegate-api.md section 9):
+// - no HTTP status (kNetwork from the transport: refused, reset, timeout, truncated) → retry;
+//   other transport errors (bad URL, out of memory) → fail;
+// - 2xx whose body fails `check` → retried `malformed_retries` times: a proxy that cuts an
+//   answer short makes this transient; a server that always answers garbage is not;
+// - 401 → retried within the unauthorized budget (oned may be unreachable at boot), then fatal;
+// - 429 and 5xx → retry, except the deterministic 500s (attribute not found, template syntax
+//   or parse errors, action not available);
+// - every other status (3xx: redirects are not followed; 4xx) → fail at once.
+Result<HttpResponse> OneGateClient::Call(const std::string& method, const std::string& path,
+                                         const std::string& body,
+                                         const std::string& content_type,
+                                         const BodyCheck& check) {
+  const std::string what = method + " " + path;
+  last_failure_ = {};
+  HttpRequest request;
+  request.method = method;
+  request.url = config_.endpoint + path;
+  request.headers = {
+      {"X-ONEGATE-TOKEN", config_.token},
+      {"X-ONEGATE-VMID", config_.vmid},
+      {"User-Agent", std::string("one-hpc/") + ONEHPC_VERSION},
+      {"Accept", "application/json"},
+  };
+  if (!content_type.empty()) request.headers.emplace_back("Content-Type", content_type);
+  request.body = body;
+  request.connect_timeout = config_.connect_timeout;
+  request.total_timeout = config_.request_timeout;
+
+  const TimePoint start = clock_.Now();
+  int attempt_number = 0;
+  int unauthorized = 0;
+  int malformed = 0;
+  bool retry = false;
+  std::function<Result<HttpResponse>()> attempt = [&]() -> Result<HttpResponse> {
+    retry = false;
+    ++attempt_number;
+    ++requests_sent_;
+    log::Debug("OneGate {} (attempt {})", what, attempt_number);
+    Result<HttpResponse> sent = http_.Send(request);
+    if (!sent) {
+      last_failure_ = {};
+      retry = sent.error().kind == ErrorKind::kNetwork;
+      log::Debug("OneGate {}: {}", what, sent.error().message);
+      return Fail(sent.error());
+    }
+    const long status = sent->status;
+    // Sizes only: bodies may carry secrets (extended /service has every peer's CONTEXT).
+    log::Debug("OneGate {}: HTTP {}, {} bytes", what, status, sent->body.size());
+    if (status >= 200 && status < 300) {
+      if (check) {
+        Status checked = check(*sent);
+        if (!checked) {
+          ++malformed;
+          last_failure_ = {status, ""};  // the body is not kept: it may carry secrets
+          retry = malformed <= config_.malformed_retries;
+          return Fail(checked.error().kind, "malformed response (HTTP " +
+                                                std::to_string(status) +
+                                                "): " + checked.error().message);
+        }
+      }
+      return sent;
+    }
+    last_failure_ = {status, sent->body.substr(0, 4096)};
+    std::string message = "HTTP " + std::to_string(status);
+    std::string short_body = ShortBody(sent->body);
+    if (!short_body.empty()) message += " " + short_body;
+    ErrorKind kind = status == 404 ? ErrorKind::kNotFound : ErrorKind::kNetwork;
+    if (status == 401) {
+      ++unauthorized;
+      retry = unauthorized < config_.unauthorized_attempts &&
+              clock_.Now() - start < config_.unauthorized_window;
+      if (!retry) message += " (OneGate refused the token of VM " + config_.vmid + ")";
+    } else if (status == 429) {
+      retry = true;
+    } else if (status >= 500) {
+      retry = !(status == 500 && IsDeterministic500(sent->body));
+    } else if (status >= 300 && status < 400) {
+      message += " (redirects are not followed)";
+    }
+    return Fail(kind, message);
+  };
+  Result<HttpResponse> result = Retry<HttpResponse>(
+      config_.retry, clock_, what, [&](const Error&) { return retry; }, attempt);
+  if (!result && result.error().message.rfind(what + ":", 0) != 0) {
+    return Fail(result.error().WithContext(what));
+  }
+  return result;
+}
+
+Result<VmInfo> OneGateClient::GetVm() {
+  VmInfo vm;
+  auto result = Call("GET", "/vm", "", "", [&](const HttpResponse& response) -> Status {
+    auto parsed = ParseVmJson(response.body);
+    if (!parsed) return Fail(parsed.error());
+    vm = std::move(*parsed);
+    return Ok();
+  });
+  if (!result) return Fail(result.error());
+  return vm;
+}
+
+Result<VmInfo> OneGateClient::GetVmById(int vm_id) {
+  if (vm_id < 0) {
+    return Fail(ErrorKind::kInvalidInput, "GetVmById: bad VM id " + std::to_string(vm_id));
+  }
+  VmInfo vm;
+  auto result = Call("GET", "/vms/" + std::to_string(vm_id), "", "",
+                     [&](const HttpResponse& response) -> Status {
+                       auto parsed = ParseVmJson(response.body);
+                       if (!parsed) return Fail(parsed.error());
+                       vm = std::move(*parsed);
+                       return Ok();
+                     });
+  if (!result) return Fail(result.error());
+  return vm;
+}
+
+Status OneGateClient::Update(const std::string& path,
+                             const std::vector<std::pair<std::string, std::string>>& attributes) {
+  const std::string what = "PUT " + path;
+  if (attributes.empty()) {
+    return Fail(ErrorKind::kInvalidInput, what + ": no attributes to update");
+  }
+  std::string data;
+  std::string keys;
+  for (const auto& [key, value] : attributes) {
+    if (std::string problem = OneGateKeyProblem(key); !problem.empty()) {
+      return Fail(ErrorKind::kInvalidInput,
+                  what + ": refusing attribute name '" + Printable(key, 40) + "': it " + problem);
+    }
+    if (std::string problem = OneGateValueProblem(value); !problem.empty()) {
+      std::string shown;
+      if (!value.empty() && value.size() <= 40 && !LooksSecret(key)) {
+        shown = " ('" + Printable(value, 40) + "')";
+      }
+      return Fail(ErrorKind::kInvalidInput,
+                  what + ": refusing the value of " + key + shown + ": it " + problem +
+                      "; OneGate would corrupt it: base64-encode it into " + key + "_BASE64");
+    }
+    if (!data.empty()) data += '\n';
+    data += key + "=" + value;
+    if (!keys.empty()) keys += ", ";
+    keys += key;
+  }
+  log::Debug("OneGate {}: setting {}", what, keys);
+  auto result = Call("PUT", path, "data=" + FormEncode(data) + "&type=1", kFormType);
+  if (!result) return Fail(result.error());
+  return Ok();
+}
+
+Status OneGateClient::UpdateVm(
+    const std::vector<std::pair<std::string, std::string>>& attributes) {
+  return Update("/vm", attributes);
+}
+
+Status OneGateClient::UpdateVmById(
+    int vm_id, const std::vector<std::pair<std::string, std::string>>& attributes) {
+  if (vm_id < 0) {
+    return Fail(ErrorKind::kInvalidInput, "UpdateVmById: bad VM id " + std::to_string(vm_id));
+  }
+  return Update("/vms/" + std::to_string(vm_id), attributes);
+}
+
+Status OneGateClient::EraseVmAttribute(const std::string& key) {
+  if (std::string problem = OneGateKeyProblem(key); !problem.empty()) {
+    return Fail(ErrorKind::kInvalidInput,
+                "PUT /vm: refusing to erase '" + Printable(key, 40) + "': the name " + problem);
+  }
+  auto result = Call("PUT", "/vm", "data=" + FormEncode(key) + "&type=2", kFormType);
+  if (!result) {
+    if (last_failure_.status == 500 && ContainsNoCase(last_failure_.body, "attribute not found")) {
+      log::Debug("OneGate PUT /vm: {} was already absent", key);
+      return Ok();
+    }
+    return Fail(result.error());
+  }
+  return Ok();
+}
+
+Result<ServiceInfo> OneGateClient::GetService(bool extended) {
+  ServiceInfo service;
+  auto result = Call("GET", extended ? "/service?extended=true" : "/service", "", "",
+                     [&](const HttpResponse& response) -> Status {
+                       auto parsed = ParseServiceJson(response.body);
+                       if (!parsed) return Fail(parsed.error());
+                       service = std::move(*parsed);
+                       return Ok();
+                     });
+  if (!result) return Fail(result.error());
+  return service;
+}
+
+Status OneGateClient::ScaleRole(const std::string& role, int cardinality) {
+  if (role.empty()) return Fail(ErrorKind::kInvalidInput, "ScaleRole: empty role name");
+  if (cardinality < 0) {
+    return Fail(ErrorKind::kInvalidInput,
+                "ScaleRole " + role + ": negative cardinality " + std::to_string(cardinality));
+  }
+  const std::string body = "{\"cardinality\":" + std::to_string(cardinality) + "}";
+  auto result = Call("PUT", "/service/role/" + PathEncode(role), body, "application/json");
+  if (!result) return Fail(result.error());
+  return Ok();
+}
+
+}  // namespace onehpc

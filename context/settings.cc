@@ -1,0 +1,555 @@
+#include "context/settings.h"
+
+#include <charconv>
+#include <cstdio>
+#include <cstdlib>
+#include <regex>
+#include <set>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "common/log.h"
+
+namespace onehpc {
+namespace {
+
+constexpr const char* kMask = "********";
+constexpr const char* kBoolWords = "YES, NO, TRUE, FALSE, 1, 0, ON, OFF (case-insensitive)";
+
+[[noreturn]] void ProgrammingError(const std::string& message) {
+  std::fprintf(stderr, "one-hpc: programming error: %s\n", message.c_str());
+  std::fflush(stderr);
+  std::abort();
+}
+
+bool IsSpace(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
+
+std::string_view TrimView(std::string_view text) {
+  while (!text.empty() && IsSpace(text.front())) text.remove_prefix(1);
+  while (!text.empty() && IsSpace(text.back())) text.remove_suffix(1);
+  return text;
+}
+
+char Upper(char c) { return (c >= 'a' && c <= 'z') ? static_cast<char>(c - 'a' + 'A') : c; }
+
+bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (Upper(a[i]) != Upper(b[i])) return false;
+  }
+  return true;
+}
+
+std::string Join(const std::vector<std::string>& items, std::string_view separator) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i) out += separator;
+    out += items[i];
+  }
+  return out;
+}
+
+bool IsSecret(const SettingSpec& spec) {
+  return spec.secret || spec.type == SettingType::kPassword;
+}
+
+// A value for an error message: quoted, control characters escaped, long values cut.
+std::string Show(std::string_view value) {
+  std::string out = "'";
+  size_t shown = 0;
+  for (char ch : value) {
+    if (++shown > 80) {
+      out += "...";
+      break;
+    }
+    auto c = static_cast<unsigned char>(ch);
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c < 0x20 || c == 0x7f) {
+      out += fmt::format("\\x{:02x}", c);
+    } else {
+      out.push_back(ch);
+    }
+  }
+  return out + "'";
+}
+
+// Length of the UTF-8 sequence starting at text[i], or 0 if it is not valid UTF-8.
+size_t Utf8SequenceLength(std::string_view text, size_t i) {
+  auto c = static_cast<unsigned char>(text[i]);
+  size_t len;
+  unsigned min;
+  unsigned code;
+  if (c < 0x80) return 1;
+  if ((c & 0xe0) == 0xc0) {
+    len = 2, min = 0x80, code = c & 0x1f;
+  } else if ((c & 0xf0) == 0xe0) {
+    len = 3, min = 0x800, code = c & 0x0f;
+  } else if ((c & 0xf8) == 0xf0) {
+    len = 4, min = 0x10000, code = c & 0x07;
+  } else {
+    return 0;
+  }
+  if (i + len > text.size()) return 0;
+  for (size_t k = 1; k < len; ++k) {
+    auto cc = static_cast<unsigned char>(text[i + k]);
+    if ((cc & 0xc0) != 0x80) return 0;
+    code = (code << 6) | (cc & 0x3f);
+  }
+  if (code < min || code > 0x10ffff || (code >= 0xd800 && code <= 0xdfff)) return 0;
+  return len;
+}
+
+bool IsValidUtf8(std::string_view text) {
+  for (size_t i = 0; i < text.size();) {
+    size_t len = Utf8SequenceLength(text, i);
+    if (len == 0) return false;
+    i += len;
+  }
+  return true;
+}
+
+// Replaces invalid UTF-8 with U+FFFD so nlohmann::json can serialise it.
+std::string LossyUtf8(std::string_view text) {
+  std::string out;
+  for (size_t i = 0; i < text.size();) {
+    size_t len = Utf8SequenceLength(text, i);
+    if (len == 0) {
+      out += "\xef\xbf\xbd";
+      ++i;
+    } else {
+      out.append(text.substr(i, len));
+      i += len;
+    }
+  }
+  return out;
+}
+
+int Base64Digit(char c) {
+  if (c >= 'A' && c <= 'Z') return c - 'A';
+  if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+  if (c >= '0' && c <= '9') return c - '0' + 52;
+  if (c == '+') return 62;
+  if (c == '/') return 63;
+  return -1;
+}
+
+// Decodes base64; on failure the reason (never quoting the input, which may be secret).
+Result<std::string> DecodeBase64WithReason(std::string_view text) {
+  std::string digits;
+  std::vector<size_t> positions;  // 1-based offsets in `text`, for messages
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (IsSpace(text[i])) continue;
+    digits.push_back(text[i]);
+    positions.push_back(i + 1);
+  }
+  size_t padding = 0;
+  while (!digits.empty() && digits.back() == '=') {
+    digits.pop_back();
+    ++padding;
+  }
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (Base64Digit(digits[i]) < 0) {
+      return Fail(ErrorKind::kInvalidInput,
+                  fmt::format("the character at position {} is {}", positions[i],
+                              digits[i] == '=' ? "'=' padding in the middle of the text"
+                                               : "not in the base64 alphabet A-Z a-z 0-9 + /"));
+    }
+  }
+  if (padding > 2 || (padding > 0 && (digits.size() + padding) % 4 != 0)) {
+    return Fail(ErrorKind::kInvalidInput, "the '=' padding at the end is wrong");
+  }
+  if (digits.size() % 4 == 1) {
+    return Fail(ErrorKind::kInvalidInput,
+                "the length is impossible for base64 (truncated or extra character?)");
+  }
+  std::string out;
+  out.reserve(digits.size() * 3 / 4);
+  std::uint32_t bits = 0;
+  int nbits = 0;
+  for (char c : digits) {
+    bits = (bits << 6) | static_cast<std::uint32_t>(Base64Digit(c));
+    nbits += 6;
+    if (nbits >= 8) {
+      nbits -= 8;
+      out.push_back(static_cast<char>((bits >> nbits) & 0xff));
+    }
+  }
+  if (nbits > 0 && (bits & ((1u << nbits) - 1)) != 0) {
+    return Fail(ErrorKind::kInvalidInput,
+                "the last character has non-zero unused bits (truncated or corrupted?)");
+  }
+  return out;
+}
+
+std::string DescribeIntBounds(const SettingSpec& spec) {
+  bool has_min = spec.min != INT64_MIN;
+  bool has_max = spec.max != INT64_MAX;
+  if (has_min && has_max) return fmt::format("between {} and {}", spec.min, spec.max);
+  if (has_min) return fmt::format("of at least {}", spec.min);
+  if (has_max) return fmt::format("of at most {}", spec.max);
+  return "";
+}
+
+std::string DescribePattern(const SettingSpec& spec) {
+  if (!spec.expected.empty()) return spec.expected;
+  return fmt::format("text matching the regular expression {}", spec.pattern);
+}
+
+std::vector<std::string> SplitList(std::string_view text) {
+  std::vector<std::string> items;
+  std::string item;
+  for (char c : text) {
+    if (c == ',' || IsSpace(c)) {
+      if (!item.empty()) items.push_back(std::move(item));
+      item.clear();
+    } else {
+      item.push_back(c);
+    }
+  }
+  if (!item.empty()) items.push_back(std::move(item));
+  return items;
+}
+
+struct Normalised {
+  std::string text;
+  std::vector<std::string> secrets;  // derived values to redact as well (decoded text64)
+};
+
+// Validates one non-empty raw value. The error message is the reason only: it never
+// contains the value itself, so it is safe for secrets.
+Result<Normalised> Normalise(const SettingSpec& spec, std::string_view raw,
+                             const std::optional<std::regex>& pattern) {
+  const bool secret = IsSecret(spec);
+  auto reason = [](std::string text) { return Fail(ErrorKind::kInvalidInput, std::move(text)); };
+  switch (spec.type) {
+    case SettingType::kBool: {
+      auto value = ParseBool(TrimView(raw));
+      if (!value) return reason(fmt::format("not a boolean; expected one of {}", kBoolWords));
+      return Normalised{*value ? "YES" : "NO", {}};
+    }
+    case SettingType::kInt: {
+      std::string_view text = TrimView(raw);
+      bool plus = !text.empty() && text.front() == '+';
+      if (plus) text.remove_prefix(1);
+      std::int64_t value = 0;
+      bool digits_only = !text.empty();
+      for (size_t i = 0; i < text.size(); ++i) {
+        bool digit = text[i] >= '0' && text[i] <= '9';
+        if (!digit && !(i == 0 && text[i] == '-' && !plus)) digits_only = false;
+      }
+      std::string bounds = DescribeIntBounds(spec);
+      std::string expected =
+          bounds.empty() ? "a decimal integer" : "a decimal integer " + bounds;
+      if (!digits_only) return reason("not a whole number; expected " + expected);
+      auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+      if (ec == std::errc::result_out_of_range) {
+        return reason("the number is out of range; expected " + expected);
+      }
+      if (ec != std::errc() || end != text.data() + text.size()) {
+        return reason("not a whole number; expected " + expected);
+      }
+      if (value < spec.min || value > spec.max) {
+        return reason("out of range; expected " + expected);
+      }
+      return Normalised{std::to_string(value), {}};
+    }
+    case SettingType::kString:
+    case SettingType::kPassword: {
+      if (raw.find_first_of("\r\n") != std::string_view::npos) {
+        return reason("must be a single line of text");
+      }
+      if (pattern && !std::regex_match(raw.begin(), raw.end(), *pattern)) {
+        return reason("expected " + DescribePattern(spec));
+      }
+      return Normalised{std::string(raw), {}};
+    }
+    case SettingType::kText64: {
+      auto decoded = DecodeBase64WithReason(raw);
+      if (!decoded) {
+        return reason(fmt::format("not valid base64 ({}); expected the base64 encoding of "
+                                  "the text (e.g. the output of base64 -w0)",
+                                  decoded.error().message));
+      }
+      std::vector<std::string> secrets;
+      if (secret) secrets.push_back(*decoded);
+      return Normalised{std::move(*decoded), std::move(secrets)};
+    }
+    case SettingType::kEnum: {
+      std::string_view text = TrimView(raw);
+      for (const auto& choice : spec.choices) {
+        if (EqualsIgnoreCase(text, choice)) return Normalised{choice, {}};
+      }
+      return reason(fmt::format("expected one of: {}", Join(spec.choices, ", ")));
+    }
+    case SettingType::kList: {
+      std::vector<std::string> items = SplitList(raw);
+      if (pattern) {
+        for (size_t i = 0; i < items.size(); ++i) {
+          if (!std::regex_match(items[i], *pattern)) {
+            return reason(fmt::format(
+                "item {}{} is not valid; expected a list separated by commas or spaces, "
+                "each item {}",
+                i + 1, secret ? "" : " " + Show(items[i]), DescribePattern(spec)));
+          }
+        }
+      }
+      return Normalised{Join(items, ","), {}};
+    }
+  }
+  return reason("unknown setting type");
+}
+
+// "A" or "A (default: B)" for the hint at the end of an error line.
+std::string DefaultHint(const SettingSpec& spec) {
+  if (spec.default_value.empty()) return "";
+  if (IsSecret(spec)) return "; leave it empty for the default";
+  return fmt::format("; leave it empty for the default ({})", spec.default_value);
+}
+
+std::string MarkdownCell(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '|') {
+      out += "\\|";
+    } else if (c == '\n' || c == '\r') {
+      out += ' ';
+    } else {
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::optional<bool> ParseBool(std::string_view text) {
+  for (const char* word : {"YES", "TRUE", "1", "ON"}) {
+    if (EqualsIgnoreCase(text, word)) return true;
+  }
+  for (const char* word : {"NO", "FALSE", "0", "OFF"}) {
+    if (EqualsIgnoreCase(text, word)) return false;
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> DecodeBase64(std::string_view text) {
+  auto decoded = DecodeBase64WithReason(text);
+  if (!decoded) return std::nullopt;
+  return std::move(*decoded);
+}
+
+Result<Settings> Settings::Resolve(const std::vector<SettingSpec>& specs,
+                                   const ContextVars& vars) {
+  Settings settings;
+  settings.specs_ = specs;
+  std::vector<std::string> problems;
+  std::set<std::string> seen;
+  for (const auto& spec : specs) {
+    if (!seen.insert(spec.name).second) {
+      return Fail(ErrorKind::kInternal, fmt::format("setting {} is declared twice", spec.name));
+    }
+    std::optional<std::regex> pattern;
+    if (!spec.pattern.empty() &&
+        (spec.type == SettingType::kString || spec.type == SettingType::kPassword ||
+         spec.type == SettingType::kList)) {
+      try {
+        pattern.emplace(spec.pattern, std::regex::ECMAScript);
+      } catch (const std::regex_error& e) {
+        return Fail(ErrorKind::kInternal, fmt::format("setting {} has an invalid pattern: {}",
+                                                      spec.name, e.what()));
+      }
+    }
+    if (spec.type == SettingType::kEnum && spec.choices.empty()) {
+      return Fail(ErrorKind::kInternal, fmt::format("enum setting {} has no choices", spec.name));
+    }
+
+    const bool secret = IsSecret(spec);
+    std::string_view raw;
+    if (auto it = vars.find(spec.name); it != vars.end()) raw = it->second;
+    if (secret && !TrimView(raw).empty()) {
+      log::AddSecret(std::string(raw));
+      std::string trimmed(TrimView(raw));
+      if (trimmed != raw) log::AddSecret(trimmed);
+    }
+
+    Value value;
+    if (!TrimView(raw).empty()) {
+      auto normalised = Normalise(spec, raw, pattern);
+      if (!normalised) {
+        problems.push_back(fmt::format(
+            "{}={}: {}{}", spec.name, secret ? "<secret, not shown>" : Show(raw),
+            normalised.error().message, DefaultHint(spec)));
+        continue;
+      }
+      for (auto& derived : normalised->secrets) log::AddSecret(std::move(derived));
+      if (secret) log::AddSecret(normalised->text);
+      value.text = std::move(normalised->text);
+      value.from_context = true;
+      value.present = true;
+    } else if (!spec.default_value.empty()) {
+      auto normalised = Normalise(spec, spec.default_value, pattern);
+      if (!normalised) {
+        return Fail(ErrorKind::kInternal,
+                    fmt::format("the default value of setting {} is invalid: {}", spec.name,
+                                normalised.error().message));
+      }
+      value.text = std::move(normalised->text);
+      value.present = true;
+    } else if (spec.required) {
+      problems.push_back(fmt::format("{} is required but {}: {}", spec.name,
+                                     vars.count(spec.name) ? "empty" : "not set",
+                                     spec.description.empty() ? "give it a value"
+                                                              : spec.description));
+      continue;
+    }
+    settings.values_.emplace(spec.name, std::move(value));
+  }
+  if (!problems.empty()) return Fail(ErrorKind::kInvalidInput, Join(problems, "\n"));
+  return settings;
+}
+
+const Settings::Value& Settings::Find(const std::string& name, SettingType expected_type) const {
+  return Find(name, {expected_type}, ToString(expected_type));
+}
+
+const Settings::Value& Settings::Find(const std::string& name,
+                                      std::initializer_list<SettingType> types,
+                                      const char* accessor) const {
+  for (const auto& spec : specs_) {
+    if (spec.name != name) continue;
+    bool type_ok = false;
+    for (SettingType type : types) type_ok = type_ok || type == spec.type;
+    if (!type_ok) {
+      ProgrammingError(fmt::format("setting {} is of type {} but was read with {}", name,
+                                   ToString(spec.type), accessor));
+    }
+    auto it = values_.find(name);
+    if (it == values_.end()) {
+      ProgrammingError(fmt::format("setting {} has no resolved value", name));
+    }
+    return it->second;
+  }
+  ProgrammingError(fmt::format("setting {} was read with {} but is not declared", name,
+                               accessor));
+}
+
+bool Settings::GetBool(const std::string& name) const {
+  const Value& value = Find(name, {SettingType::kBool}, "GetBool");
+  return value.text == "YES";
+}
+
+std::int64_t Settings::GetInt(const std::string& name) const {
+  const Value& value = Find(name, {SettingType::kInt}, "GetInt");
+  if (!value.present) return 0;
+  std::int64_t out = 0;
+  std::from_chars(value.text.data(), value.text.data() + value.text.size(), out);
+  return out;
+}
+
+const std::string& Settings::GetString(const std::string& name) const {
+  return Find(name,
+              {SettingType::kString, SettingType::kPassword, SettingType::kText64,
+               SettingType::kEnum},
+              "GetString")
+      .text;
+}
+
+std::vector<std::string> Settings::GetList(const std::string& name) const {
+  const Value& value = Find(name, {SettingType::kList}, "GetList");
+  return SplitList(value.text);
+}
+
+bool Settings::IsSet(const std::string& name) const {
+  for (const auto& spec : specs_) {
+    if (spec.name == name) {
+      auto it = values_.find(name);
+      return it != values_.end() && it->second.from_context;
+    }
+  }
+  ProgrammingError(fmt::format("setting {} was read with IsSet but is not declared", name));
+}
+
+nlohmann::json Settings::ToJson(bool show_secrets) const {
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& spec : specs_) {
+    auto it = values_.find(spec.name);
+    if (it == values_.end()) continue;
+    const Value& value = it->second;
+    nlohmann::json shown;
+    if (!value.present) {
+      shown = nullptr;
+    } else if (IsSecret(spec) && !show_secrets && !value.text.empty()) {
+      shown = kMask;
+    } else {
+      switch (spec.type) {
+        case SettingType::kBool: shown = value.text == "YES"; break;
+        case SettingType::kInt: shown = GetInt(spec.name); break;
+        case SettingType::kList: {
+          shown = nlohmann::json::array();
+          for (const auto& item : SplitList(value.text)) shown.push_back(LossyUtf8(item));
+          break;
+        }
+        case SettingType::kText64:
+          shown = IsValidUtf8(value.text)
+                      ? value.text
+                      : fmt::format("<binary data, {} bytes>", value.text.size());
+          break;
+        default: shown = LossyUtf8(value.text); break;
+      }
+    }
+    out[spec.name] = {{"value", shown},
+                      {"source", value.from_context ? "context" : "default"},
+                      {"type", ToString(spec.type)}};
+  }
+  return out;
+}
+
+std::string SettingsMarkdownTable(const std::vector<SettingSpec>& specs) {
+  std::string out =
+      "| Variable | Roles | Type | Default | Description |\n"
+      "|---|---|---|---|---|\n";
+  for (const auto& spec : specs) {
+    std::string type = ToString(spec.type);
+    if (spec.type == SettingType::kInt) {
+      std::string bounds = DescribeIntBounds(spec);
+      if (!bounds.empty()) type += " " + bounds;
+    } else if (spec.type == SettingType::kEnum) {
+      std::vector<std::string> quoted;
+      for (const auto& choice : spec.choices) quoted.push_back("`" + choice + "`");
+      type += ": " + Join(quoted, ", ");
+    }
+    std::string default_cell;
+    if (!spec.default_value.empty()) {
+      default_cell = "`" + spec.default_value + "`";
+    } else if (spec.required) {
+      default_cell = "(required)";
+    }
+    out += fmt::format("| `{}` | {} | {} | {} | {} |\n", MarkdownCell(spec.name),
+                       MarkdownCell(Join(spec.roles, ", ")), MarkdownCell(type),
+                       MarkdownCell(default_cell), MarkdownCell(spec.description));
+  }
+  return out;
+}
+
+const char* ToString(SettingType type) {
+  switch (type) {
+    case SettingType::kBool: return "bool";
+    case SettingType::kInt: return "int";
+    case SettingType::kString: return "string";
+    case SettingType::kPassword: return "password";
+    case SettingType::kText64: return "text64";
+    case SettingType::kEnum: return "enum";
+    case SettingType::kList: return "list";
+  }
+  return "unknown";
+}
+
+}  // namespace onehpc

@@ -1,0 +1,34 @@
+# image-build/image.mk - appliance images (included by the top-level Makefile).
+#
+#   make image                      the Debian 12 base image, then the OneSlurm appliance
+#   make image IMAGE_APPLIANCE=open-ondemand
+#   make image-base                 only the base image
+#
+# Needs root, a usable /dev/kvm and the Debian packages in DEPS_IMAGE (installed by
+# image-deps). Output in $(IMAGE_DIR): debian-12-base.qcow2 and <appliance>/<appliance>.qcow2.
+IMAGE_DIR ?= $(BUILD)/image
+IMAGE_APPLIANCE ?= oneslurm
+IMAGE_BASE ?= $(IMAGE_DIR)/debian-12-base.qcow2
+DEPS_IMAGE := packer qemu-system-x86 qemu-utils mmdebstrap extlinux syslinux-common xorriso \
+  openssh-client fdisk e2fsprogs genisoimage
+
+.PHONY: image image-base image-deps
+
+image-deps:
+	@missing=$$(dpkg-query -W -f='$${Package} $${Status}\n' $(DEPS_IMAGE) 2>/dev/null | \
+	  awk '$$NF=="installed"{print $$1}' | sort | comm -13 - <(printf '%s\n' $(DEPS_IMAGE) | sort)); \
+	if [ -n "$$missing" ]; then \
+	  echo "installing: $$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+
+$(IMAGE_BASE): image-build/make-base-image.sh image-build/lib.sh image-build/base/context-lite \
+    image-build/base/context-lite.service | image-deps
+	bash image-build/make-base-image.sh --output $@
+
+image-base: $(IMAGE_BASE)
+
+image: image-deps package $(IMAGE_BASE)
+	rm -rf $(IMAGE_DIR)/$(IMAGE_APPLIANCE)
+	bash image-build/build-image.sh --appliance $(IMAGE_APPLIANCE) --base $(IMAGE_BASE) \
+	  --deb "$$(ls -t $(BUILD)/one-hpc_*.deb | head -n1)" --output $(IMAGE_DIR)/$(IMAGE_APPLIANCE)

@@ -1,0 +1,177 @@
+#!/bin/sh
+# install-appliance.sh - the install steps of the one-hpc appliance image (Debian 12).
+#
+# The Packer build runs this inside the image, and the test lab runs it inside its rootfs
+# layer, so the lab boots what the image ships. Run as root on the target system itself
+# (a VM being built, a chroot or a non-booting container); it never starts a daemon.
+#
+# Usage: install-appliance.sh [--role-packages slurm|ood|all|none] [--deb PATH] [--clean-image]
+#
+#   --role-packages SET  Debian packages of the roles (--no-install-recommends):
+#                          slurm: munge slurmd slurmctld slurm-client
+#                          ood:   the Debian parts of the Open OnDemand roles: the Slurm set
+#                                 plus slurmdbd, mariadb-server, nfs-kernel-server, nfs-common
+#                                 (OnDemand itself comes from OSC's apt repository, not here)
+#                          all:   both;  none (default): no role packages
+#   --deb PATH           install one-hpc's .deb (apt-get install PATH, so its dependencies
+#                        come from the archive)
+#   --clean-image        seal the image for distribution: no machine identity (machine-id
+#                        truncated, SSH host keys and the package-made munge key removed),
+#                        no logs, no apt lists. The lab does not use it.
+#
+# Always: systemd preset files under /etc/systemd/system-preset/ keep every role daemon
+# disabled (one-hpc enables them per role at configure time) and enable one-hpc-configure;
+# the presets are applied to the installed units, so links made by package scripts are
+# removed by systemd's own preset logic, and the first boot's preset-all cannot re-enable
+# them. Idempotent: running it again changes nothing more.
+set -eu
+
+PRESET_DIR=/etc/systemd/system-preset
+PRESET_FILE=$PRESET_DIR/20-one-hpc.preset
+POLICY_RC=/usr/sbin/policy-rc.d
+
+SLURM_PACKAGES="munge slurmd slurmctld slurm-client"
+OOD_PACKAGES="$SLURM_PACKAGES slurmdbd mariadb-server nfs-kernel-server nfs-common"
+
+# Units one-hpc starts per role; they stay off in the image. Names that are not installed
+# are harmless in a preset file.
+ROLE_UNITS="munge.service slurmctld.service slurmd.service slurmdbd.service mariadb.service
+nfs-server.service"
+
+die() { echo "install-appliance: $*" >&2; exit 1; }
+log() { echo "install-appliance: $*"; }
+usage() {
+    sed -n '8,20s/^# \{0,1\}//p' "$0" >&2
+    exit 2
+}
+
+role_packages=none
+deb=""
+clean_image=no
+while [ $# -gt 0 ]; do
+    case $1 in
+        --role-packages) [ $# -ge 2 ] || usage; role_packages=$2; shift 2;;
+        --role-packages=*) role_packages=${1#*=}; shift;;
+        --deb) [ $# -ge 2 ] || usage; deb=$2; shift 2;;
+        --deb=*) deb=${1#*=}; shift;;
+        --clean-image) clean_image=yes; shift;;
+        -h|--help) usage;;
+        *) echo "install-appliance: unknown argument '$1'" >&2; usage;;
+    esac
+done
+
+case $role_packages in
+    slurm) packages=$SLURM_PACKAGES;;
+    ood|all) packages=$OOD_PACKAGES;;
+    none) packages="";;
+    *) die "--role-packages must be slurm, ood, all or none, not '$role_packages'";;
+esac
+if [ -n "$deb" ]; then
+    [ -f "$deb" ] || die "--deb $deb: no such file"
+    case $deb in
+        *.deb) ;;
+        *) die "--deb $deb: expected a .deb file";;
+    esac
+    # apt-get treats an argument as a file only when it contains a slash
+    case $deb in /*|./*|../*) ;; *) deb=./$deb;; esac
+fi
+[ "$(id -u)" = 0 ] || die "must run as root"
+command -v apt-get >/dev/null || die "apt-get not found: this is for Debian images"
+
+export DEBIAN_FRONTEND=noninteractive
+APT_OPTS="-y -q --no-install-recommends -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold"
+
+policy_added=no
+tmp=$PRESET_FILE.tmp.$$
+cleanup() {
+    rm -f "$tmp"
+    if [ "$policy_added" = yes ]; then rm -f "$POLICY_RC"; fi
+}
+trap cleanup EXIT
+trap 'exit 1' HUP INT TERM
+
+# ---- presets first, so that nothing installed below is enabled behind our back --------------
+mkdir -p "$PRESET_DIR"
+{
+    echo "# one-hpc appliance (written by install-appliance.sh)."
+    echo "# Role daemons stay disabled until one-hpc enables them for this VM's role;"
+    echo "# one-hpc's other units (per-role hooks and timers) likewise."
+    echo "enable one-hpc-configure.service"
+    echo "disable one-hpc-*"
+    for u in $ROLE_UNITS; do echo "disable $u"; done
+} > "$tmp"
+chmod 0644 "$tmp"
+if cmp -s "$tmp" "$PRESET_FILE"; then rm -f "$tmp"; else mv "$tmp" "$PRESET_FILE"; fi
+
+# ---- packages, with daemons kept from starting (a VM build would otherwise start them) ---
+if [ -n "$packages" ] || [ -n "$deb" ]; then
+    if [ ! -e "$POLICY_RC" ]; then
+        printf '#!/bin/sh\n# install-appliance.sh: no daemon starts during the image build\nexit 101\n' > "$POLICY_RC"
+        chmod 0755 "$POLICY_RC"
+        policy_added=yes
+    fi
+    log "apt-get update"
+    apt-get update -q
+    if [ -n "$packages" ]; then
+        log "installing role packages ($role_packages): $packages"
+        # shellcheck disable=SC2086  # word splitting wanted
+        apt-get install $APT_OPTS $packages
+    fi
+    if [ -n "$deb" ]; then
+        log "installing $deb"
+        # shellcheck disable=SC2086
+        apt-get install $APT_OPTS "$deb"
+    fi
+fi
+
+# ---- apply the presets to what is installed ----------------------------------------------
+# systemctl works offline here (image build, chroot, container without systemd): it edits
+# the links itself. Only units that exist are named.
+units=""
+for u in one-hpc-configure.service $ROLE_UNITS; do
+    for d in /etc/systemd/system /lib/systemd/system /usr/lib/systemd/system; do
+        if [ -e "$d/$u" ]; then units="$units $u"; break; fi
+    done
+done
+for f in /lib/systemd/system/one-hpc-* /usr/lib/systemd/system/one-hpc-*; do
+    [ -e "$f" ] || continue
+    case ${f##*/} in *@*) continue;; esac   # templates: instances are enabled by one-hpc
+    case " $units " in *" ${f##*/} "*) ;; *) units="$units ${f##*/}";; esac
+done
+if [ -n "$units" ]; then
+    log "applying presets to:$units"
+    # shellcheck disable=SC2086
+    systemctl preset $units
+fi
+
+# ---- sealing the image -------------------------------------------------------------------
+if [ "$clean_image" = yes ]; then
+    log "cleaning the image"
+    apt-get clean
+    rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin
+    # Machine identity. An empty (not missing) machine-id: systemd writes a new one at boot.
+    : > /etc/machine-id
+    if [ -e /var/lib/dbus/machine-id ] || [ -L /var/lib/dbus/machine-id ]; then
+        rm -f /var/lib/dbus/machine-id
+        ln -s /etc/machine-id /var/lib/dbus/machine-id
+    fi
+    # SSH host keys: generated again at the first start of sshd.
+    rm -f /etc/ssh/ssh_host_*
+    if [ -e /lib/systemd/system/ssh.service ]; then
+        mkdir -p /etc/systemd/system/ssh.service.d
+        # An empty ExecStartPre= resets the list, so the keys exist before "sshd -t" runs.
+        printf '%s\n' '# install-appliance.sh: host keys are removed from the image' \
+            '[Service]' 'ExecStartPre=' 'ExecStartPre=/usr/bin/ssh-keygen -A' \
+            'ExecStartPre=/usr/sbin/sshd -t' > /etc/systemd/system/ssh.service.d/10-one-hpc-host-keys.conf
+    fi
+    # The munge package makes a key at install: every VM of the image would share it. one-hpc
+    # installs the cluster's key at configure time.
+    rm -f /etc/munge/munge.key
+    # Logs and leftovers of the build.
+    find /var/log -type f \( -name '*.gz' -o -name '*.[0-9]' -o -name '*.old' \) -delete
+    find /var/log -type f -exec truncate -s 0 {} +
+    rm -rf /var/log/journal/*
+    rm -f /root/.bash_history
+    rm -rf /tmp/* /var/tmp/*
+fi
+log "done"

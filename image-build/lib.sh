@@ -1,0 +1,83 @@
+#!/bin/bash
+# lib.sh - helpers shared by the image-build scripts and the image tests (source it).
+
+# mirror_for SUITE: the URI of the host's first enabled apt source of type "deb" whose suites
+# include SUITE (deb822 *.sources first, then one-line *.list files). Prints nothing when no
+# source matches. The repository never names a mirror host: the host's apt configuration does.
+mirror_for() {
+    local suite=$1 m="" f
+    local -a deb822=() oneline=()
+    for f in /etc/apt/sources.list.d/*.sources; do [ -f "$f" ] && deb822+=("$f"); done
+    for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do [ -f "$f" ] && oneline+=("$f"); done
+    if [ ${#deb822[@]} -gt 0 ]; then
+        m=$(awk -v want="$suite" '
+            function stanza_end() {
+                if (!found && enabled != "no" && (" " types " ") ~ / deb / &&
+                    (" " suites " ") ~ (" " want " ") && uris != "") {
+                    split(uris, parts, /[ \t]+/); print parts[1]; found = 1
+                }
+                types = suites = uris = enabled = ""
+            }
+            FNR == 1 { stanza_end() }
+            /^[ \t]*#/ { next }
+            /^[ \t]*$/ { stanza_end(); next }
+            {
+                field = tolower($1); value = $0; sub(/^[^:]*:[ \t]*/, "", value)
+                gsub(/[ \t]+/, " ", value)
+            }
+            field == "types:" { types = value }
+            field == "suites:" { suites = value }
+            field == "uris:" { uris = value }
+            field == "enabled:" { enabled = tolower(value) }
+            END { stanza_end() }' "${deb822[@]}")
+    fi
+    if [ -z "$m" ] && [ ${#oneline[@]} -gt 0 ]; then
+        m=$(awk -v want="$suite" '$1 == "deb" {
+                i = 2
+                if ($2 ~ /^\[/) { while (i <= NF && $i !~ /\]$/) i++; i++ }
+                if ($(i + 1) == want) { print $i; exit }
+            }' "${oneline[@]}")
+    fi
+    printf '%s\n' "$m"
+}
+
+# kvm_usable: true when /dev/kvm can be opened for reading and writing (qemu -accel kvm).
+kvm_usable() {
+    [ -c /dev/kvm ] || return 1
+    { : <>/dev/kvm; } 2>/dev/null
+}
+
+# now_ms: milliseconds since the epoch.
+now_ms() {
+    local t
+    t=$(date +%s%N)
+    printf '%s\n' $((t / 1000000))
+}
+
+# kvm_boots_bios [SECONDS]: true when KVM really runs an ordinary BIOS guest: a 512-byte boot
+# sector that writes "OK" to the serial port, under qemu -accel kvm. Some nested hypervisors
+# answer the KVM ioctls but cannot run real-mode code (e.g. PVM), so the ioctl alone is not
+# enough for booting disk images.
+kvm_boots_bios() {
+    local secs=${1:-20} dir rc=1
+    kvm_usable || return 1
+    command -v qemu-system-x86_64 >/dev/null || return 1
+    dir=$(mktemp -d)
+    # mov dx,0x3f8; mov al,'O'; out dx,al; mov al,'K'; out dx,al; hlt; jmp hlt
+    printf '\272\370\003\260\117\356\260\113\356\364\353\375' > "$dir/boot.img"
+    truncate -s 510 "$dir/boot.img"
+    printf '\125\252' >> "$dir/boot.img"
+    timeout "$secs" qemu-system-x86_64 -accel kvm -m 64 -display none -monitor none \
+        -drive "format=raw,file=$dir/boot.img,if=floppy" -boot a -serial "file:$dir/serial" \
+        -no-reboot >"$dir/qemu.log" 2>&1 &
+    local pid=$! i
+    for ((i = 0; i < secs * 5; i++)); do
+        if grep -q OK "$dir/serial" 2>/dev/null; then rc=0; break; fi
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.2
+    done
+    kill "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
+    rm -rf "$dir"
+    return "$rc"
+}

@@ -1,0 +1,282 @@
+#include "roles/controller.h"
+
+#include <set>
+#include <sstream>
+
+#include "common/log.h"
+#include "common/retry.h"
+#include "roles/slurm/address.h"
+#include "roles/slurm/base64.h"
+#include "roles/slurm/hosts.h"
+#include "roles/slurm/munge.h"
+#include "roles/slurm/protocol.h"
+#include "roles/slurm/scontrol.h"
+#include "roles/slurm/slurm_conf.h"
+#include "roles/slurm/units.h"
+
+namespace onehpc {
+namespace {
+
+using slurm::NodeChange;
+
+constexpr char kMaxNodes[] = "ONEAPP_SLURM_MAX_NODES";
+constexpr char kDefaultHostname[] = "slurm-one-controller";
+constexpr Duration kSlurmctldStartTimeout{90000};
+
+// "MaxNodeCount=100 -> MaxNodeCount=3" style summary of the lines that differ.
+std::string DescribeChange(const std::string& old_text, const std::string& new_text) {
+  auto lines = [](const std::string& text) {
+    std::set<std::string> out;
+    std::istringstream in(text);
+    std::string line;
+    while (std::getline(in, line)) {
+      if (!line.empty() && line[0] != '#') out.insert(line);
+    }
+    return out;
+  };
+  auto before = lines(old_text);
+  auto after = lines(new_text);
+  std::string removed, added;
+  for (const auto& l : before) {
+    if (!after.count(l)) removed += (removed.empty() ? "" : ", ") + l;
+  }
+  for (const auto& l : after) {
+    if (!before.count(l)) added += (added.empty() ? "" : ", ") + l;
+  }
+  if (removed.empty() && added.empty()) return "only comments differ";
+  std::string out;
+  if (!removed.empty()) out += "was: " + removed;
+  if (!added.empty()) out += std::string(out.empty() ? "" : "; ") + "now: " + added;
+  if (out.size() > 300) out = out.substr(0, 300) + "...";
+  return out;
+}
+
+// Writes a file through EnsureFile and says whether its content changes.
+Result<bool> EnsureConfigFile(RoleEnv& env, const std::string& path, const std::string& content,
+                              const std::string& why) {
+  auto current = env.files.ReadIfExists(path);
+  if (!current) return Fail(current.error());
+  bool changed = !current->has_value() || **current != content;
+  std::string reason = why;
+  if (current->has_value() && changed) reason += " (" + DescribeChange(**current, content) + ")";
+  if (!current->has_value()) reason += " (new file)";
+  auto s = EnsureFile(env, path, content, 0644, std::nullopt, reason);
+  if (!s) return Fail(s.error());
+  return changed && current->has_value();  // a first write needs a start, not a restart
+}
+
+Status WaitForSlurmctld(RoleEnv& env, const std::string& host) {
+  slurm::SlurmClient client(env.runner, {});
+  RetryPolicy policy;
+  policy.initial_delay = Duration(250);
+  policy.multiplier = 1.6;
+  policy.max_delay = Duration(5000);
+  policy.max_attempts = 0;
+  policy.deadline = kSlurmctldStartTimeout;
+  auto up = Retry<bool>(
+      policy, env.clock, "waiting for slurmctld to answer scontrol ping",
+      [](const Error&) { return true; },
+      [&]() -> Result<bool> {
+        auto ping = client.Ping();
+        if (!ping) return Fail(ping.error());
+        if (!*ping) {
+          return Fail(ErrorKind::kProcess, "slurmctld on " + host + " does not answer yet");
+        }
+        return true;
+      });
+  if (!up) {
+    return Fail(up.error().WithContext(
+        "slurmctld did not start (see journalctl -u slurmctld)"));
+  }
+  env.plan.Keep("check: scontrol ping", "slurmctld on " + host + " is UP");
+  return Ok();
+}
+
+class ControllerRole : public Role {
+ public:
+  std::string Name() const override { return slurm::kControllerRole; }
+  std::string Service() const override { return slurm::kServiceName; }
+  std::string Summary() const override {
+    return "Slurm controller: slurmctld for dynamic worker nodes, munge key, node reconciler";
+  }
+  std::vector<SettingSpec> Settings() const override { return ControllerSettings(); }
+
+  Status Configure(RoleEnv& env) override {
+    auto host = ControllerHostname(env.context.vars);
+    if (!host) return Fail(host.error());
+    auto addr = slurm::ControllerAddress(env.context.vars);
+    if (!addr) return Fail(addr.error());
+    log::Info("controller: host name {}, address {} (first NIC of the context)", *host, *addr);
+
+    if (auto s = slurm::EnsureHostname(env, *host,
+                                       "SlurmctldHost must equal the controller's short host name");
+        !s) {
+      return s;
+    }
+    if (auto s = slurm::EnsureHostsBlock(env, {{*addr, *host}},
+                                         "the controller name resolves to its service address");
+        !s) {
+      return s;
+    }
+
+    auto key = slurm::EnsureControllerMungeKey(env);
+    if (!key) return Fail(key.error());
+    if (auto s = slurm::EnsureMungeRunning(env, key->changed); !s) return s;
+
+    // The image may have the packaged slurmd enabled: with our slurm.conf present it would
+    // start on the controller and fail (the controller is not a node).
+    std::string slurmd_link = "/etc/systemd/system/multi-user.target.wants/" +
+                              std::string(slurm::kSlurmdUnit);
+    if (env.files.Exists(slurmd_link)) {
+      auto s = env.plan.Do("disable " + std::string(slurm::kSlurmdUnit),
+                           "the controller is not a Slurm node; the packaged slurmd would start "
+                           "with the controller's slurm.conf and fail",
+                           [&] { return env.systemd.Disable(slurm::kSlurmdUnit); });
+      if (!s) return s;
+    }
+
+    if (!env.files.Exists(slurm::kStateSaveLocation)) {
+      auto s = env.plan.Do(
+          "create " + std::string(slurm::kStateSaveLocation) + " (slurm:slurm, 0700)",
+          "slurmctld saves its state (registered nodes, jobs) there", [&]() -> Status {
+            Command c;
+            c.argv = {"install", "-d", "-o", "slurm", "-g", "slurm", "-m", "0700",
+                      env.files.HostPath(slurm::kStateSaveLocation)};
+            c.timeout = Duration(10000);
+            auto r = RunChecked(env.runner, c);
+            if (!r) return Fail(r.error());
+            return Ok();
+          });
+      if (!s) return s;
+    } else {
+      env.plan.Keep(slurm::kStateSaveLocation, "exists; the saved state is kept");
+    }
+
+    auto cgroups = slurm::DetectCgroups(env.files);
+    log::Info("controller: {} ({})",
+              cgroups.use_cgroup ? "proctrack/cgroup + task/cgroup,task/affinity"
+                                 : "proctrack/linuxproc + task/none",
+              cgroups.why);
+    slurm::SlurmConfParams params;
+    params.controller_host = *host;
+    params.controller_addr = *addr;
+    params.max_nodes = static_cast<int>(env.settings.GetInt(kMaxNodes));
+    params.use_cgroup = cgroups.use_cgroup;
+    auto conf_changed = EnsureConfigFile(env, slurm::kSlurmConfPath,
+                                         slurm::RenderSlurmConf(params),
+                                         "configless cluster of dynamic nodes, MaxNodeCount=" +
+                                             std::to_string(params.max_nodes));
+    if (!conf_changed) return Fail(conf_changed.error());
+    auto cgroup_changed = EnsureConfigFile(env, slurm::kCgroupConfPath,
+                                           slurm::RenderCgroupConf(cgroups.use_cgroup),
+                                           cgroups.why);
+    if (!cgroup_changed) return Fail(cgroup_changed.error());
+
+    if (auto s = slurm::EnsureUnitEnabled(env, slurm::kSlurmctldUnit, "multi-user.target",
+                                          "slurmctld must come back after a reboot");
+        !s) {
+      return s;
+    }
+    std::string restart_why;
+    if (*conf_changed || *cgroup_changed) {
+      restart_why = "the Slurm configuration changed: a restart keeps the saved state and the "
+                    "registered nodes (scontrol reconfigure is avoided: it leaves busy dynamic "
+                    "nodes stuck ALLOCATED on 22.05)";
+    } else if (key->changed) {
+      restart_why = "the munge key changed";
+    }
+    if (auto s = slurm::EnsureUnitRunning(env, slurm::kSlurmctldUnit, !restart_why.empty(),
+                                          restart_why, "the Slurm controller daemon");
+        !s) {
+      return s;
+    }
+    if (!env.plan.dry_run()) {
+      if (auto s = WaitForSlurmctld(env, *host); !s) return s;
+    }
+
+    if (auto s = slurm::EnsureUnitEnabled(env, slurm::kReconcileTimer, "timers.target",
+                                          "removes Slurm nodes whose worker VM is gone");
+        !s) {
+      return s;
+    }
+    if (auto s = slurm::EnsureUnitRunning(env, slurm::kReconcileTimer, false, "",
+                                          "runs one-hpc reconcile every 60 s");
+        !s) {
+      return s;
+    }
+
+    return Publish(env, *host, *addr, *key);
+  }
+
+ private:
+  // The attributes go into env.publish, which the configure flow sends in ONE PUT /vm with
+  // READY=YES after a successful configure (so READY is never sent before slurmctld answers).
+  Status Publish(RoleEnv& env, const std::string& host, const std::string& addr,
+                 const slurm::MungeKeyState& key) {
+    std::string what = "publish " + std::string(slurm::kAttrControllerAddr) + "=" + addr + ", " +
+                       slurm::kAttrControllerHost + "=" + host + " and " +
+                       slurm::kAttrMungeKey + " with READY=YES";
+    std::vector<std::pair<std::string, std::string>> attrs;
+    if (!key.key.empty()) {
+      attrs = {{slurm::kAttrControllerAddr, addr},
+               {slurm::kAttrControllerHost, host},
+               {slurm::kAttrMungeKey, slurm::Base64Encode(key.key)}};
+    }
+    bool same = false;
+    if (env.onegate != nullptr && !attrs.empty()) {
+      auto vm = env.onegate->GetVm();
+      if (vm) {
+        same = true;
+        for (const auto& [k, v] : attrs) same = same && vm->Attr(k) == v;
+      } else {
+        log::Warn("controller: cannot read this VM from OneGate ({}); publishing anyway",
+                  vm.error().message);
+      }
+    }
+    if (same) {
+      env.plan.Keep(what, "OneGate already holds these values (sent again with READY=YES)");
+    } else {
+      auto s = env.plan.Do(what,
+                           "workers discover the controller and the munge key through OneGate",
+                           [] { return Ok(); });
+      if (!s) return s;
+    }
+    if (env.publish == nullptr) {
+      if (!env.plan.dry_run()) {
+        log::Warn("controller: no publish list; the caller must publish the controller data");
+      }
+      return Ok();
+    }
+    if (!env.plan.dry_run()) {
+      for (auto& a : attrs) env.publish->push_back(a);
+    }
+    return Ok();
+  }
+};
+
+}  // namespace
+
+std::vector<SettingSpec> ControllerSettings() {
+  SettingSpec max_nodes;
+  max_nodes.name = kMaxNodes;
+  max_nodes.type = SettingType::kInt;
+  max_nodes.default_value = "100";
+  max_nodes.description =
+      "Most Slurm nodes the controller accepts (MaxNodeCount); a change restarts slurmctld and "
+      "keeps the registered nodes.";
+  max_nodes.roles = {slurm::kControllerRole};
+  max_nodes.min = 1;
+  max_nodes.max = 65000;
+  max_nodes.expected = "an integer from 1 to 65000";
+  return {max_nodes};
+}
+
+Result<std::string> ControllerHostname(const ContextVars& vars) {
+  auto it = vars.find("SET_HOSTNAME");
+  if (it != vars.end() && !it->second.empty()) return slurm::ShortNameFromSetHostname(it->second);
+  return std::string(kDefaultHostname);
+}
+
+std::unique_ptr<Role> MakeControllerRole() { return std::make_unique<ControllerRole>(); }
+
+}  // namespace onehpc

@@ -1,0 +1,131 @@
+#include "roles/os/systemd.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include "common/log.h"
+
+namespace onehpc {
+namespace {
+
+constexpr Duration kSystemctlTimeout{30000};
+constexpr Duration kIsActiveTimeout{10000};
+constexpr Duration kPollInterval{500};
+
+/// A unit name that systemctl cannot mistake for an option or a path.
+Status CheckUnit(const std::string& unit) {
+  bool bad = unit.empty() || unit[0] == '-' || unit.find('/') != std::string::npos ||
+             std::any_of(unit.begin(), unit.end(), [](unsigned char c) {
+               return std::iscntrl(c) || std::isspace(c);
+             });
+  if (bad) {
+    return Fail(ErrorKind::kInvalidInput, "invalid systemd unit name '" + unit + "'");
+  }
+  return Ok();
+}
+
+}  // namespace
+
+Status Systemd::WaitActive(const std::string& unit, Duration timeout, Clock& clock) {
+  const TimePoint deadline = clock.Now() + timeout;
+  for (;;) {
+    auto active = IsActive(unit);
+    if (!active) return Fail(active.error());
+    if (*active) return Ok();
+    TimePoint now = clock.Now();
+    if (now >= deadline) {
+      return Fail(ErrorKind::kProcess, "unit " + unit + " did not become active within " +
+                                           std::to_string(timeout.count()) + " ms");
+    }
+    clock.SleepFor(std::min(kPollInterval, std::chrono::duration_cast<Duration>(deadline - now)));
+  }
+}
+
+SystemctlSystemd::SystemctlSystemd(ProcessRunner& runner, std::string root)
+    : runner_(runner), root_(std::move(root)) {}
+
+bool SystemctlSystemd::offline() const { return !root_.empty() && root_ != "/"; }
+
+Status SystemctlSystemd::Systemctl(std::vector<std::string> args) {
+  Command command;
+  command.argv = {"systemctl"};
+  if (offline()) command.argv.push_back("--root=" + root_);
+  command.argv.insert(command.argv.end(), args.begin(), args.end());
+  command.timeout = kSystemctlTimeout;
+  auto result = RunChecked(runner_, command);
+  if (!result) return Fail(result.error());
+  return Ok();
+}
+
+Status SystemctlSystemd::DaemonReload() {
+  if (offline()) {
+    return Fail(ErrorKind::kInvalidInput,
+                "systemctl daemon-reload is a runtime operation, refused with --root=" + root_);
+  }
+  return Systemctl({"daemon-reload"});
+}
+
+Status SystemctlSystemd::Enable(const std::string& unit) {
+  if (auto s = CheckUnit(unit); !s) return s;
+  return Systemctl({"enable", unit});
+}
+
+Status SystemctlSystemd::Disable(const std::string& unit) {
+  if (auto s = CheckUnit(unit); !s) return s;
+  return Systemctl({"disable", unit});
+}
+
+Status SystemctlSystemd::StartNoBlock(const std::string& unit) {
+  if (auto s = CheckUnit(unit); !s) return s;
+  if (offline()) {
+    return Fail(ErrorKind::kInvalidInput,
+                "cannot start " + unit + ": runtime operations are refused with --root=" + root_);
+  }
+  return Systemctl({"--no-block", "start", unit});
+}
+
+Status SystemctlSystemd::RestartNoBlock(const std::string& unit) {
+  if (auto s = CheckUnit(unit); !s) return s;
+  if (offline()) {
+    return Fail(ErrorKind::kInvalidInput, "cannot restart " + unit +
+                                              ": runtime operations are refused with --root=" +
+                                              root_);
+  }
+  return Systemctl({"--no-block", "restart", unit});
+}
+
+Status SystemctlSystemd::StopNoBlock(const std::string& unit) {
+  if (auto s = CheckUnit(unit); !s) return s;
+  if (offline()) {
+    return Fail(ErrorKind::kInvalidInput,
+                "cannot stop " + unit + ": runtime operations are refused with --root=" + root_);
+  }
+  return Systemctl({"--no-block", "stop", unit});
+}
+
+Result<bool> SystemctlSystemd::IsActive(const std::string& unit) {
+  if (auto s = CheckUnit(unit); !s) return Fail(s.error());
+  if (offline()) {
+    return Fail(ErrorKind::kInvalidInput, "cannot query " + unit +
+                                              ": runtime operations are refused with --root=" +
+                                              root_);
+  }
+  Command command;
+  command.argv = {"systemctl", "is-active", "--quiet", unit};
+  command.timeout = kIsActiveTimeout;
+  auto result = runner_.Run(command);
+  if (!result) return Fail(result.error());
+  if (result->timed_out) {
+    return Fail(ErrorKind::kProcess,
+                "systemctl is-active " + unit + " timed out after " +
+                    std::to_string(kIsActiveTimeout.count()) + " ms");
+  }
+  if (result->term_signal != 0) {
+    return Fail(ErrorKind::kProcess, "systemctl is-active " + unit + " was killed by signal " +
+                                         std::to_string(result->term_signal));
+  }
+  // 0 = active; 3 = inactive/failed/unknown; other codes also mean "not active".
+  return result->exit_code == 0;
+}
+
+}  // namespace onehpc

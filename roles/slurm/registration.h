@@ -1,0 +1,36 @@
+// Proof that a dynamic node really joined: slurmd exits 0 and keeps running even when
+// slurmctld rejects its registration because the node table is full (trap 1), so the only
+// evidence is the node record itself.
+#ifndef ONEHPC_ROLES_SLURM_REGISTRATION_H_
+#define ONEHPC_ROLES_SLURM_REGISTRATION_H_
+
+#include <string>
+
+#include "common/clock.h"
+#include "common/error.h"
+#include "roles/os/files.h"
+#include "roles/slurm/nodes.h"
+#include "roles/slurm/protocol.h"
+#include "roles/slurm/scontrol.h"
+
+namespace onehpc::slurm {
+
+struct RegistrationCheck {
+  std::string node_name;
+  std::string controller_addr;  ///< for the error message
+  /// The configless config slurmd fetched (a path under `files`); its existence tells
+  /// "slurmd reached the controller" apart from "the controller rejected the node".
+  std::string fetched_conf = kConfiglessSlurmConf;
+  Duration timeout{300000};
+};
+
+/// Polls `scontrol -o show node NAME` (through `client`, with backoff) until the node is
+/// registered or `timeout` passes. On timeout: "Slurm node N did not register with C within
+/// Ss: the node table may be full (MaxNodeCount=M)" when slurmd had fetched the configuration
+/// (M read from it), else "slurmd did not fetch its configuration from C:6817 within Ss: ...".
+Result<SlurmNode> WaitForRegistration(const Files& files, SlurmClient& client, Clock& clock,
+                                      const RegistrationCheck& check);
+
+}  // namespace onehpc::slurm
+
+#endif  // ONEHPC_ROLES_SLURM_REGISTRATION_H_

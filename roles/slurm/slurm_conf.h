@@ -1,0 +1,53 @@
+// slurm.conf for a configless cluster of dynamic nodes, as the controller writes it.
+#ifndef ONEHPC_ROLES_SLURM_SLURM_CONF_H_
+#define ONEHPC_ROLES_SLURM_SLURM_CONF_H_
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "roles/os/files.h"
+#include "roles/slurm/protocol.h"
+
+namespace onehpc::slurm {
+
+/// Which process tracking and task plugins the cluster uses.
+struct CgroupChoice {
+  bool use_cgroup = false;  ///< proctrack/cgroup + task/cgroup,task/affinity
+  std::string why;          ///< for the log and the plan
+};
+
+/// proctrack/cgroup only when the memory controller is really there: cgroup v2 with
+/// `memory` in /sys/fs/cgroup/cgroup.controllers, or cgroup v1 with memory, freezer and cpuset
+/// hierarchies mounted. Otherwise (e.g. booted test containers) proctrack/linuxproc.
+CgroupChoice DetectCgroups(const Files& files);
+
+struct SlurmConfParams {
+  std::string cluster_name = "one";
+  std::string controller_host;  ///< short hostname of the controller
+  std::string controller_addr;  ///< its address on the service network
+  int max_nodes = 100;          ///< MaxNodeCount
+  bool use_cgroup = false;
+  int slurmd_timeout = 60;      ///< seconds until an unresponsive node is marked DOWN
+  // Paths (overridable for tests and the lab; the defaults are Debian's package layout).
+  std::string state_save_location = kStateSaveLocation;
+  std::string slurmd_spool_dir = kSlurmdSpoolDir;
+  std::string slurmctld_pid_file = "/run/slurmctld.pid";  ///< matches the packaged unit
+  std::string slurmd_pid_file = "/run/slurmd.pid";
+  std::string slurm_user = "slurm";
+  std::string slurmctld_log_file;  ///< "" = syslog/journal
+  std::string slurmd_log_file;
+};
+
+/// The complete slurm.conf (deterministic: same params → same bytes).
+std::string RenderSlurmConf(const SlurmConfParams& params);
+/// cgroup.conf matching the choice (served to workers configless, like slurm.conf).
+std::string RenderCgroupConf(bool use_cgroup);
+
+/// The value of `Key=` in a slurm.conf text (case-insensitive key, first match, comments
+/// skipped), e.g. MaxNodeCount; nullopt when absent.
+std::optional<std::string> SlurmConfValue(std::string_view conf, std::string_view key);
+
+}  // namespace onehpc::slurm
+
+#endif  // ONEHPC_ROLES_SLURM_SLURM_CONF_H_

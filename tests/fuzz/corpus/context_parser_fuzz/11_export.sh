@@ -1,0 +1,4 @@
+export A='x'
+export	B=y
+  export C="z"
+export='n'

@@ -1,0 +1,3 @@
+A='x'B
+hello world
+1A='x'

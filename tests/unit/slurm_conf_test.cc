@@ -1,0 +1,132 @@
+// slurm.conf, cgroup.conf and slurmd unit rendering; cgroup detection; machine facts.
+#include "roles/slurm/slurm_conf.h"
+
+#include <gtest/gtest.h>
+
+#include "roles/slurm/machine.h"
+#include "roles/slurm/units.h"
+#include "tests/unit/slurm_test_fakes.h"
+
+namespace onehpc::slurm {
+namespace {
+
+using slurmtest::Exit;
+using slurmtest::FakeMachine;
+
+SlurmConfParams Params() {
+  SlurmConfParams p;
+  p.controller_host = "slurm-one-controller";
+  p.controller_addr = "10.0.0.5";
+  p.max_nodes = 100;
+  return p;
+}
+
+TEST(SlurmConfTest, ConfiglessDynamicNodes) {
+  std::string conf = RenderSlurmConf(Params());
+  EXPECT_EQ(SlurmConfValue(conf, "SlurmctldHost"), "slurm-one-controller(10.0.0.5)");
+  EXPECT_EQ(SlurmConfValue(conf, "SlurmctldParameters"), "enable_configless");
+  EXPECT_EQ(SlurmConfValue(conf, "MaxNodeCount"), "100");
+  EXPECT_EQ(SlurmConfValue(conf, "TreeWidth"), "65533");
+  EXPECT_EQ(SlurmConfValue(conf, "ReturnToService"), "2");
+  EXPECT_EQ(SlurmConfValue(conf, "MailProg"), "/bin/true");
+  EXPECT_EQ(SlurmConfValue(conf, "AuthType"), "auth/munge");
+  EXPECT_EQ(SlurmConfValue(conf, "StateSaveLocation"), "/var/lib/slurm/slurmctld");
+  EXPECT_EQ(SlurmConfValue(conf, "SlurmctldPidFile"), "/run/slurmctld.pid");
+  EXPECT_EQ(SlurmConfValue(conf, "Nodeset"), "one");
+  EXPECT_EQ(SlurmConfValue(conf, "PartitionName"), "all");
+  EXPECT_EQ(SlurmConfValue(conf, "SlurmdTimeout"), "60");
+  EXPECT_EQ(SlurmConfValue(conf, "GresTypes"), "gpu");
+  EXPECT_EQ(conf.find("\nNodeName="), std::string::npos);  // all nodes are dynamic
+  EXPECT_EQ(SlurmConfValue(conf, "SlurmctldLogFile"), std::nullopt);
+  EXPECT_EQ(RenderSlurmConf(Params()), conf);  // deterministic
+}
+
+TEST(SlurmConfTest, MaxNodesAndPlugins) {
+  SlurmConfParams p = Params();
+  p.max_nodes = 3;
+  p.use_cgroup = false;
+  std::string plain = RenderSlurmConf(p);
+  EXPECT_EQ(SlurmConfValue(plain, "MaxNodeCount"), "3");
+  EXPECT_EQ(SlurmConfValue(plain, "ProctrackType"), "proctrack/linuxproc");
+  EXPECT_EQ(SlurmConfValue(plain, "TaskPlugin"), "task/none");
+  p.use_cgroup = true;
+  std::string cg = RenderSlurmConf(p);
+  EXPECT_EQ(SlurmConfValue(cg, "ProctrackType"), "proctrack/cgroup");
+  EXPECT_EQ(SlurmConfValue(cg, "TaskPlugin"), "task/cgroup,task/affinity");
+  EXPECT_NE(RenderCgroupConf(true).find("ConstrainCores=yes"), std::string::npos);
+  EXPECT_EQ(RenderCgroupConf(false).find("Constrain"), std::string::npos);
+}
+
+TEST(SlurmConfTest, ValueLookup) {
+  EXPECT_EQ(SlurmConfValue("# MaxNodeCount=1\nmaxnodecount = 7 # x\n", "MaxNodeCount"), "7");
+  EXPECT_EQ(SlurmConfValue("A=1\n", "B"), std::nullopt);
+  EXPECT_EQ(SlurmConfValue("A=\n", "A"), "");
+}
+
+TEST(DetectCgroupsTest, Choices) {
+  FakeMachine m;
+  EXPECT_FALSE(DetectCgroups(*m.files).use_cgroup);  // nothing mounted (booted container)
+  m.Write("/sys/fs/cgroup/cgroup.controllers", "cpuset cpu io pids\n");
+  auto no_memory = DetectCgroups(*m.files);
+  EXPECT_FALSE(no_memory.use_cgroup);
+  EXPECT_NE(no_memory.why.find("without the memory controller"), std::string::npos);
+  m.Write("/sys/fs/cgroup/cgroup.controllers", "cpuset cpu io memory hugetlb pids rdma misc\n");
+  EXPECT_TRUE(DetectCgroups(*m.files).use_cgroup);
+  FakeMachine v1;
+  v1.Write("/sys/fs/cgroup/memory/tasks", "");
+  v1.Write("/sys/fs/cgroup/freezer/tasks", "");
+  EXPECT_FALSE(DetectCgroups(*v1.files).use_cgroup);
+  v1.Write("/sys/fs/cgroup/cpuset/tasks", "");
+  EXPECT_TRUE(DetectCgroups(*v1.files).use_cgroup);
+}
+
+TEST(SlurmdUnitTest, DynamicNodeUnit) {
+  SlurmdUnitParams p;
+  p.node_name = "slurm-one-worker-7";
+  p.controller_addr = "10.0.0.5";
+  p.cpus = 4;
+  p.real_memory_mb = 7000;
+  EXPECT_EQ(SlurmdNodeConf(p), "CPUs=4 RealMemory=7000 Feature=one");
+  std::string unit = RenderSlurmdUnit(p);
+  EXPECT_NE(unit.find("ExecStart=/usr/sbin/slurmd -D -Z --conf-server 10.0.0.5:6817 -N "
+                      "slurm-one-worker-7 --conf \"CPUs=4 RealMemory=7000 Feature=one\"\n"),
+            std::string::npos)
+      << unit;
+  EXPECT_NE(unit.find("Restart=on-failure\n"), std::string::npos);
+  EXPECT_NE(unit.find("After=munge.service network-online.target"), std::string::npos);
+  EXPECT_EQ(unit.find("ConditionPathExists"), std::string::npos);
+  EXPECT_NE(unit.find("WantedBy=multi-user.target"), std::string::npos);
+  p.gpus = 2;
+  EXPECT_EQ(SlurmdNodeConf(p), "CPUs=4 RealMemory=7000 Feature=one Gres=gpu:2");
+}
+
+TEST(MachineTest, CpusMemoryGpus) {
+  FakeMachine m;
+  EXPECT_EQ(CountCpus(*m.files).value_or(-1), 2);
+  EXPECT_EQ(MemTotalMb(*m.files).value_or(-1), 4000);
+  EXPECT_EQ(OsMemoryReserveMb(4000), 400);
+  EXPECT_EQ(OsMemoryReserveMb(960), 256);      // small VM: at least 256 MiB
+  EXPECT_EQ(OsMemoryReserveMb(512000), 4096);  // big VM: at most 4 GiB
+  EXPECT_EQ(RealMemoryMb(960), 704);
+  EXPECT_EQ(RealMemoryMb(100), 1);
+  EXPECT_EQ(CountGpus(*m.files, m.runner), 0);
+  EXPECT_TRUE(m.runner.commands().empty());  // no nvidia-smi: nothing run
+  m.Write("/dev/nvidia0", "");
+  m.Write("/dev/nvidia1", "");
+  m.Write("/dev/nvidiactl", "");
+  m.Write("/dev/nvidia-uvm", "");
+  EXPECT_EQ(CountGpus(*m.files, m.runner), 2);
+  FakeMachine smi;
+  smi.Write("/usr/bin/nvidia-smi", "");
+  smi.runner.On({"/usr/bin/nvidia-smi"}, Exit(0, "3\n3\n3\n"));
+  EXPECT_EQ(CountGpus(*smi.files, smi.runner), 3);
+  ASSERT_EQ(smi.runner.commands().size(), 1u);
+  EXPECT_EQ(smi.runner.commands()[0].timeout, Duration(15000));
+  smi.runner.On({"/usr/bin/nvidia-smi"}, Exit(9, "", "NVIDIA-SMI has failed"));
+  EXPECT_EQ(CountGpus(*smi.files, smi.runner), 0);
+  m.Write("/proc/meminfo", "MemFree: 1 kB\n");
+  EXPECT_FALSE(MemTotalMb(*m.files));
+}
+
+}  // namespace
+}  // namespace onehpc::slurm
