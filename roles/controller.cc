@@ -247,9 +247,7 @@ class ControllerRole : public Role {
       }
       return Ok();
     }
-    if (!env.plan.dry_run()) {
-      for (auto& a : attrs) env.publish->push_back(a);
-    }
+    for (auto& a : attrs) env.publish->push_back(a);
     return Ok();
   }
 };
