@@ -57,10 +57,12 @@ package: build
 	cmake --build $(BUILD) --target package
 
 # Until the OneSlurm lab demo lands: the plan for a sample controller context (with a token,
-# as OpenNebula writes it, so that the plan goes as far as publishing).
+# as OpenNebula writes it, so that the plan goes as far as publishing; OneGate pointed at a
+# closed loopback port: a plan only reads, and nothing leaves this machine).
 demo: build
 	@tmp=$$(mktemp -d); mkdir -p "$$tmp/root"; \
-	cp tests/data/context/sample.sh "$$tmp/context.sh"; echo "demo-token" >"$$tmp/token.txt"; \
+	sed "s|^ONEGATE_ENDPOINT=.*|ONEGATE_ENDPOINT='http://127.0.0.1:1'|" tests/data/context/sample.sh >"$$tmp/context.sh"; \
+	echo "demo-token" >"$$tmp/token.txt"; \
 	echo "+ one-hpc plan --context $$tmp/context.sh --root $$tmp/root"; \
 	./$(BUILD)/one-hpc plan --context "$$tmp/context.sh" --root "$$tmp/root"; rc=$$?; \
 	rm -rf "$$tmp"; exit $$rc
