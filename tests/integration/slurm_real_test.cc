@@ -519,7 +519,9 @@ TEST_F(SlurmRealTest, ReconcileDeletesDrainsAndLeavesPublishedNodes) {
   ASSERT_TRUE(dead.has_value());
   EXPECT_TRUE(dead->IsDown() || dead->IsNotResponding()) << dead->state;
   EXPECT_FALSE(dead->IsDrain());
-  for (const auto& d : Reconcile()->decisions) {
+  auto last = Reconcile();  // keep the result alive while iterating over it
+  ASSERT_TRUE(last);
+  for (const auto& d : last->decisions) {
     EXPECT_TRUE(d.ok) << d.node << ": " << d.error;
   }
 }
