@@ -288,6 +288,10 @@ Result<std::string> BlkidBlockDevices::FindByLabel(const std::string& label) {
       if (::stat(part_file.c_str(), &st) == 0) candidates.push_back(DevPath(entry));
     }
   }
+  // CD-ROM drives (OpenNebula's CONTEXT CD is one): ListDisks leaves them out on purpose.
+  for (const auto& entry : DirEntries(sys_block_)) {
+    if (entry.rfind("sr", 0) == 0) candidates.push_back(DevPath(entry));
+  }
   std::vector<std::string> matches;
   for (const auto& device : candidates) {
     auto probe = Probe(device);
