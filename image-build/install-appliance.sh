@@ -37,6 +37,10 @@ OOD_PACKAGES="$SLURM_PACKAGES slurmdbd mariadb-server nfs-kernel-server nfs-comm
 # are harmless in a preset file.
 ROLE_UNITS="munge.service slurmctld.service slurmd.service slurmdbd.service mariadb.service
 nfs-server.service"
+# one-hpc's own per-role units (reconcile timers, shutdown hooks, ...) are matched by the name
+# patterns one-hpc-* and oneslurm-* below; every unit the one-hpc package ships is also
+# listed by name once it is installed.
+UNIT_DIRS="/etc/systemd/system /lib/systemd/system /usr/lib/systemd/system"
 
 die() { echo "install-appliance: $*" >&2; exit 1; }
 log() { echo "install-appliance: $*"; }
@@ -90,18 +94,34 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 1' HUP INT TERM
 
+# Unit files shipped by the one-hpc package, if it is installed (one name a line).
+package_units() {
+    dpkg-query -L one-hpc 2>/dev/null |
+        sed -n 's#^/\(usr/\)\{0,1\}lib/systemd/system/\([^/]*\.\(service\|timer\|socket\|path\|mount\)\)$#\2#p' |
+        sort -u
+}
+
+# The preset file. First match wins: one-hpc-configure is enabled, everything else of one-hpc
+# and every role daemon is disabled. Rewritten only when its content changes.
+write_presets() {
+    mkdir -p "$PRESET_DIR"
+    {
+        echo "# one-hpc appliance (written by image-build/install-appliance.sh)."
+        echo "# Role daemons and one-hpc's per-role units stay disabled until one-hpc enables"
+        echo "# them for this VM's role; only the configure unit runs at every boot."
+        echo "enable one-hpc-configure.service"
+        for u in $(package_units); do
+            [ "$u" = one-hpc-configure.service ] || echo "disable $u"
+        done
+        printf 'disable %s\n' 'one-hpc-*' 'oneslurm-*'
+        for u in $ROLE_UNITS; do echo "disable $u"; done
+    } > "$tmp"
+    chmod 0644 "$tmp"
+    if cmp -s "$tmp" "$PRESET_FILE"; then rm -f "$tmp"; else mv "$tmp" "$PRESET_FILE"; fi
+}
+
 # ---- presets first, so that nothing installed below is enabled behind our back --------------
-mkdir -p "$PRESET_DIR"
-{
-    echo "# one-hpc appliance (written by install-appliance.sh)."
-    echo "# Role daemons stay disabled until one-hpc enables them for this VM's role;"
-    echo "# one-hpc's other units (per-role hooks and timers) likewise."
-    echo "enable one-hpc-configure.service"
-    echo "disable one-hpc-*"
-    for u in $ROLE_UNITS; do echo "disable $u"; done
-} > "$tmp"
-chmod 0644 "$tmp"
-if cmp -s "$tmp" "$PRESET_FILE"; then rm -f "$tmp"; else mv "$tmp" "$PRESET_FILE"; fi
+write_presets
 
 # ---- packages, with daemons kept from starting (a VM build would otherwise start them) ---
 if [ -n "$packages" ] || [ -n "$deb" ]; then
@@ -125,18 +145,25 @@ if [ -n "$packages" ] || [ -n "$deb" ]; then
 fi
 
 # ---- apply the presets to what is installed ----------------------------------------------
+write_presets   # now with the package's own unit list
 # systemctl works offline here (image build, chroot, container without systemd): it edits
-# the links itself. Only units that exist are named.
+# the links itself. Only units that exist are named; templates are left alone (one-hpc
+# enables their instances).
 units=""
-for u in one-hpc-configure.service $ROLE_UNITS; do
-    for d in /etc/systemd/system /lib/systemd/system /usr/lib/systemd/system; do
-        if [ -e "$d/$u" ]; then units="$units $u"; break; fi
+add_unit() {
+    case $1 in *@*|*'*'*) return 0;; esac
+    case " $units " in *" $1 "*) return 0;; esac
+    units="$units $1"
+}
+for u in one-hpc-configure.service $ROLE_UNITS $(package_units); do
+    for d in $UNIT_DIRS; do
+        if [ -e "$d/$u" ]; then add_unit "$u"; break; fi
     done
 done
-for f in /lib/systemd/system/one-hpc-* /usr/lib/systemd/system/one-hpc-*; do
-    [ -e "$f" ] || continue
-    case ${f##*/} in *@*) continue;; esac   # templates: instances are enabled by one-hpc
-    case " $units " in *" ${f##*/} "*) ;; *) units="$units ${f##*/}";; esac
+for d in $UNIT_DIRS; do
+    for f in "$d"/one-hpc-* "$d"/oneslurm-*; do
+        if [ -f "$f" ] && [ ! -L "$f" ]; then add_unit "${f##*/}"; fi
+    done
 done
 if [ -n "$units" ]; then
     log "applying presets to:$units"
@@ -150,7 +177,9 @@ if [ "$clean_image" = yes ]; then
     apt-get clean
     rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin
     # Machine identity. An empty (not missing) machine-id: systemd writes a new one at boot.
+    # The random seed and the credential secret must not be shared by every VM either.
     : > /etc/machine-id
+    rm -f /var/lib/systemd/random-seed /var/lib/systemd/credential.secret
     if [ -e /var/lib/dbus/machine-id ] || [ -L /var/lib/dbus/machine-id ]; then
         rm -f /var/lib/dbus/machine-id
         ln -s /etc/machine-id /var/lib/dbus/machine-id
@@ -168,10 +197,11 @@ if [ "$clean_image" = yes ]; then
     # installs the cluster's key at configure time.
     rm -f /etc/munge/munge.key
     # Logs and leftovers of the build.
+    rm -rf /var/log/journal/*
     find /var/log -type f \( -name '*.gz' -o -name '*.[0-9]' -o -name '*.old' \) -delete
     find /var/log -type f -exec truncate -s 0 {} +
-    rm -rf /var/log/journal/*
     rm -f /root/.bash_history
-    rm -rf /tmp/* /var/tmp/*
+    # (not the private /tmp of services running during a VM build)
+    find /tmp /var/tmp -mindepth 1 -maxdepth 1 ! -name 'systemd-private-*' -exec rm -rf {} +
 fi
 log "done"

@@ -50,6 +50,7 @@ BOOTLAB_MAX_RESTARTS=${BOOTLAB_MAX_RESTARTS:-10}
 # Fixed on purpose: the lab never puts other addresses on a bridge it creates.
 BOOTLAB_NET=10.78.0
 BOOTLAB_HOST_IP=$BOOTLAB_NET.1/24
+BL_HAD_BRIDGE=no   # yes once this lab created (or took over) the bridge
 BOOTLAB_ID=$(printf %s "$BOOTLAB_DIR" | cksum | awk '{printf "%08x", $1}')
 export BOOTLAB_DIR BOOTLAB_CACHE BOOTLAB_SUITE BOOTLAB_BRIDGE BOOTLAB_ON_REBOOT BOOTLAB_MAX_RESTARTS
 
@@ -157,30 +158,45 @@ _bl_routes_in_lab_net() {
         grep -v -e '^default' -e '^unreachable default' | sort -u
 }
 
-# Create the lab bridge with 10.78.0.1/24. Refuses if the subnet is routed on the host. A
-# leftover bridge of an aborted lab (same name, only our address, no ports) is taken over.
+# Create the lab bridge with 10.78.0.1/24. While a lab owns the bridge it holds a lock
+# (fd 8 on /run/lock/bootlab-BRIDGE.lock, released when the lab process ends), so a leftover
+# bridge of a killed lab (same name, only our address, no ports, lock free) can be taken over.
+# Returns 2 when the host cannot give the lab its network (subnet routed elsewhere, bridge in
+# use): callers may treat that as "skipped"; 1 on other errors.
 bl_bridge_up() {
     local addrs ports
+    if [ -e "$BOOTLAB_DIR/run/created-bridge" ] && ip link show "$BOOTLAB_BRIDGE" >/dev/null 2>&1; then
+        ip link set "$BOOTLAB_BRIDGE" up; return
+    fi
+    mkdir -p /run/lock
+    exec 8> "/run/lock/bootlab-$BOOTLAB_BRIDGE.lock"
+    if ! flock -n 8; then
+        exec 8>&-
+        _bl_err "another lab is using $BOOTLAB_BRIDGE (lock /run/lock/bootlab-$BOOTLAB_BRIDGE.lock)"
+        return 2
+    fi
     if ip link show "$BOOTLAB_BRIDGE" >/dev/null 2>&1; then
-        [ -e "$BOOTLAB_DIR/run/created-bridge" ] && { ip link set "$BOOTLAB_BRIDGE" up; return 0; }
         addrs=$(ip -4 -o addr show dev "$BOOTLAB_BRIDGE" | awk '{print $4}' | paste -sd' ')
         ports=$(ip -o link show master "$BOOTLAB_BRIDGE" | wc -l)
         if [ "$addrs" != "$BOOTLAB_HOST_IP" ] || [ "$ports" != 0 ] ||
            ! ip -d -o link show "$BOOTLAB_BRIDGE" | grep -q ' bridge '; then
-            _bl_err "$BOOTLAB_BRIDGE exists (addresses '$addrs', $ports ports): another lab runs, or" \
-                "it is not ours; remove it (ip link del $BOOTLAB_BRIDGE) if it is a leftover"
-            return 1
+            exec 8>&-
+            _bl_err "$BOOTLAB_BRIDGE exists (addresses '$addrs', $ports ports) and is not an idle" \
+                "leftover: containers of an aborted lab may still run (BOOTLAB_DIR=<its directory>" \
+                "bash tests/lab/bootlab.sh cleanup), or it is not a lab bridge"
+            return 2
         fi
         _bl_err "taking over the idle leftover bridge $BOOTLAB_BRIDGE"
-        : > "$BOOTLAB_DIR/run/created-bridge"
+        : > "$BOOTLAB_DIR/run/created-bridge"; BL_HAD_BRIDGE=yes
     else
         if [ -n "$(_bl_routes_in_lab_net)" ]; then
+            exec 8>&-
             _bl_err "$BOOTLAB_NET.0/24 is already routed on this host; refusing to create $BOOTLAB_BRIDGE:"
             _bl_routes_in_lab_net | sed 's/^/    /' >&2
-            return 1
+            return 2
         fi
-        ip link add "$BOOTLAB_BRIDGE" type bridge || return 1
-        : > "$BOOTLAB_DIR/run/created-bridge"
+        ip link add "$BOOTLAB_BRIDGE" type bridge || { exec 8>&-; return 1; }
+        : > "$BOOTLAB_DIR/run/created-bridge"; BL_HAD_BRIDGE=yes
         ip addr add "$BOOTLAB_HOST_IP" dev "$BOOTLAB_BRIDGE" || return 1
     fi
     ip link set "$BOOTLAB_BRIDGE" up
@@ -190,6 +206,7 @@ bl_bridge_down() {
     [ -e "$BOOTLAB_DIR/run/created-bridge" ] || return 0
     ip link del "$BOOTLAB_BRIDGE" 2>/dev/null || true
     rm -f "$BOOTLAB_DIR/run/created-bridge"
+    exec 8>&-   # the bridge lock
 }
 
 # ---- cgroups ---------------------------------------------------------------------------------
@@ -532,7 +549,7 @@ bl_boot() {
     setsid bash -c "$_BL_SUPERVISOR" bootlab-supervisor "$run" "$BOOTLAB_ON_REBOOT" "$BOOTLAB_MAX_RESTARTS" \
         systemd-nspawn --quiet --register=no --keep-unit --boot \
             --machine="$name" --directory="$root" "${net[@]}" "$@" \
-        </dev/null >>"$BOOTLAB_DIR/logs/$name.console" 2>&1 &
+        </dev/null >>"$BOOTLAB_DIR/logs/$name.console" 2>&1 8>&- 9>&- &
     for _ in $(seq 200); do { [ -s "$run.pid" ] || [ -s "$run.rc" ]; } && break; sleep 0.05; done
     [ -s "$run.pid" ] || { _bl_err "$name: nspawn did not start (console: $BOOTLAB_DIR/logs/$name.console)"; return 1; }
 }
@@ -563,7 +580,7 @@ bl_leader() {
 bl_exec() {
     local name=$1 l; shift
     l=$(bl_leader "$name") || { _bl_err "$name is not running"; return 125; }
-    nsenter --target "$l" --all env -i HOME=/root LANG=C.UTF-8 TERM=dumb PATH="$_BL_PATH" "$@"
+    nsenter --target "$l" --all env -i HOME=/root LANG=C.UTF-8 TERM=dumb PATH="$_BL_PATH" "$@" 8>&- 9>&-
 }
 # bl_run NAME [systemd-run options] CMD... : run CMD as a transient service of the guest's
 # systemd (systemd-run --wait --pipe); returns its exit status, pipes stdin and stdout.
@@ -725,15 +742,17 @@ bl_cleanup() {
 }
 
 # What this lab left on the host: prints one line per leftover (overlay mounts under
-# $BOOTLAB_DIR, cgroups of this lab, the bridge, nspawn processes of this lab). Returns 1 if
-# anything is left.
+# $BOOTLAB_DIR, cgroups of this lab, the bridge if this lab ever had it, the tmpfs). Returns 1
+# if anything is left.
 bl_leftovers() {
     local bad=0 m c
     m=$(awk -v d="$BOOTLAB_DIR/" 'index($2, d) == 1 {print $2}' /proc/mounts)
     [ -z "$m" ] || { echo "mounts under $BOOTLAB_DIR: $m"; bad=1; }
     c=$(find /sys/fs/cgroup -maxdepth 6 -type d -name "bootlab-$BOOTLAB_ID-*" 2>/dev/null)
     [ -z "$c" ] || { echo "cgroups: $c"; bad=1; }
-    if ip link show "$BOOTLAB_BRIDGE" >/dev/null 2>&1; then echo "bridge $BOOTLAB_BRIDGE"; bad=1; fi
+    if [ "$BL_HAD_BRIDGE" = yes ] && ip link show "$BOOTLAB_BRIDGE" >/dev/null 2>&1; then
+        echo "bridge $BOOTLAB_BRIDGE"; bad=1
+    fi
     if grep -q ' /run/systemd/nspawn tmpfs ' /proc/mounts && ! pgrep -x systemd-nspawn >/dev/null &&
        grep -q '^bootlab-nspawn ' /proc/mounts; then
         echo "tmpfs on /run/systemd/nspawn"; bad=1
@@ -749,6 +768,7 @@ if [ "${BASH_SOURCE[0]}" = "$0" ]; then
             if [ -z "${BOOTLAB_ORIG_DIR:-}" ] || [ ! -d "$BOOTLAB_ORIG_DIR" ]; then
                 echo "usage: BOOTLAB_DIR=<lab directory> $0 cleanup [--purge]" >&2; exit 2
             fi
+            [ -e "$BOOTLAB_DIR/run/created-bridge" ] && BL_HAD_BRIDGE=yes
             bl_cleanup "${2:-}"
             if bl_leftovers; then echo "nothing of $BOOTLAB_DIR is left"; else exit 1; fi;;
         *) echo "usage: BOOTLAB_DIR=<lab directory> $0 cleanup [--purge]   (otherwise: source it)" >&2
