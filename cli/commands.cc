@@ -54,7 +54,9 @@ bool IsSecretVariable(const std::string& name, const std::vector<SettingSpec>& s
       ".*(PASSWORD|PASSWD|SECRET|PRIVATE|TOKENTXT|ONEGATE_TOKEN|MUNGE_KEY|_KEY_BASE64).*");
   if (std::regex_match(name, kSecret)) return true;
   return std::any_of(specs.begin(), specs.end(),
-                     [&](const SettingSpec& s) { return s.secret && s.name == name; });
+                     [&](const SettingSpec& s) {
+                       return (s.secret || s.type == SettingType::kPassword) && s.name == name;
+                     });
 }
 
 constexpr const char* kMask = "********";
