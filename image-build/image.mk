@@ -3,11 +3,13 @@
 #   make image                      the Debian 12 base image, then the OneSlurm appliance
 #   make image IMAGE_APPLIANCE=open-ondemand
 #   make image-base                 only the base image
+#   make image IMAGE_ACCEL=tcg      without a KVM that boots BIOS guests (emulation, slow)
 #
 # Needs root, a usable /dev/kvm and the Debian packages in DEPS_IMAGE (installed by
 # image-deps). Output in $(IMAGE_DIR): debian-12-base.qcow2 and <appliance>/<appliance>.qcow2.
 IMAGE_DIR ?= $(BUILD)/image
 IMAGE_APPLIANCE ?= oneslurm
+IMAGE_ACCEL ?= kvm
 IMAGE_BASE ?= $(IMAGE_DIR)/debian-12-base.qcow2
 DEPS_IMAGE := packer qemu-system-x86 qemu-utils mmdebstrap extlinux syslinux-common xorriso \
   openssh-client fdisk e2fsprogs genisoimage
@@ -30,5 +32,5 @@ image-base: $(IMAGE_BASE)
 
 image: image-deps package $(IMAGE_BASE)
 	rm -rf $(IMAGE_DIR)/$(IMAGE_APPLIANCE)
-	bash image-build/build-image.sh --appliance $(IMAGE_APPLIANCE) --base $(IMAGE_BASE) \
+	bash image-build/build-image.sh --appliance $(IMAGE_APPLIANCE) --accel $(IMAGE_ACCEL) --base $(IMAGE_BASE) \
 	  --deb "$$(ls -t $(BUILD)/one-hpc_*.deb | head -n1)" --output $(IMAGE_DIR)/$(IMAGE_APPLIANCE)
