@@ -69,3 +69,6 @@ demo: build
 
 clean:
 	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_FUZZ)
+
+# make image, make image-base (image-build/README.md)
+include image-build/image.mk
