@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "common/base64.h"
 #include "common/log.h"
 
 namespace onehpc {
@@ -132,63 +133,6 @@ std::string LossyUtf8(std::string_view text) {
   return out;
 }
 
-int Base64Digit(char c) {
-  if (c >= 'A' && c <= 'Z') return c - 'A';
-  if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-  if (c >= '0' && c <= '9') return c - '0' + 52;
-  if (c == '+') return 62;
-  if (c == '/') return 63;
-  return -1;
-}
-
-// Decodes base64; on failure the reason (never quoting the input, which may be secret).
-Result<std::string> DecodeBase64WithReason(std::string_view text) {
-  std::string digits;
-  std::vector<size_t> positions;  // 1-based offsets in `text`, for messages
-  for (size_t i = 0; i < text.size(); ++i) {
-    if (IsSpace(text[i])) continue;
-    digits.push_back(text[i]);
-    positions.push_back(i + 1);
-  }
-  size_t padding = 0;
-  while (!digits.empty() && digits.back() == '=') {
-    digits.pop_back();
-    ++padding;
-  }
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (Base64Digit(digits[i]) < 0) {
-      return Fail(ErrorKind::kInvalidInput,
-                  fmt::format("the character at position {} is {}", positions[i],
-                              digits[i] == '=' ? "'=' padding in the middle of the text"
-                                               : "not in the base64 alphabet A-Z a-z 0-9 + /"));
-    }
-  }
-  if (padding > 2 || (padding > 0 && (digits.size() + padding) % 4 != 0)) {
-    return Fail(ErrorKind::kInvalidInput, "the '=' padding at the end is wrong");
-  }
-  if (digits.size() % 4 == 1) {
-    return Fail(ErrorKind::kInvalidInput,
-                "the length is impossible for base64 (truncated or extra character?)");
-  }
-  std::string out;
-  out.reserve(digits.size() * 3 / 4);
-  std::uint32_t bits = 0;
-  int nbits = 0;
-  for (char c : digits) {
-    bits = (bits << 6) | static_cast<std::uint32_t>(Base64Digit(c));
-    nbits += 6;
-    if (nbits >= 8) {
-      nbits -= 8;
-      out.push_back(static_cast<char>((bits >> nbits) & 0xff));
-    }
-  }
-  if (nbits > 0 && (bits & ((1u << nbits) - 1)) != 0) {
-    return Fail(ErrorKind::kInvalidInput,
-                "the last character has non-zero unused bits (truncated or corrupted?)");
-  }
-  return out;
-}
-
 std::string DescribeIntBounds(const SettingSpec& spec) {
   bool has_min = spec.min != INT64_MIN;
   bool has_max = spec.max != INT64_MAX;
@@ -272,7 +216,7 @@ Result<Normalised> Normalise(const SettingSpec& spec, std::string_view raw,
       return Normalised{std::string(raw), {}};
     }
     case SettingType::kText64: {
-      auto decoded = DecodeBase64WithReason(raw);
+      auto decoded = Base64DecodeLenient(raw);
       if (!decoded) {
         return reason(fmt::format("not valid base64 ({}); expected the base64 encoding of "
                                   "the text (e.g. the output of base64 -w0)",
@@ -341,7 +285,7 @@ std::optional<bool> ParseBool(std::string_view text) {
 }
 
 std::optional<std::string> DecodeBase64(std::string_view text) {
-  auto decoded = DecodeBase64WithReason(text);
+  auto decoded = Base64DecodeLenient(text);
   if (!decoded) return std::nullopt;
   return std::move(*decoded);
 }

@@ -3,10 +3,10 @@
 #include <set>
 #include <sstream>
 
+#include "common/base64.h"
 #include "common/log.h"
 #include "common/retry.h"
 #include "roles/slurm/address.h"
-#include "roles/slurm/base64.h"
 #include "roles/slurm/hosts.h"
 #include "roles/slurm/munge.h"
 #include "roles/slurm/protocol.h"
@@ -215,12 +215,12 @@ class ControllerRole : public Role {
                  const slurm::MungeKeyState& key) {
     std::string what = "publish " + std::string(slurm::kAttrControllerAddr) + "=" + addr + ", " +
                        slurm::kAttrControllerHost + "=" + host + " and " +
-                       slurm::kAttrMungeKey + " with READY=YES";
+                       slurm::kAttrMungeKey + " after a successful configure";
     std::vector<std::pair<std::string, std::string>> attrs;
     if (!key.key.empty()) {
       attrs = {{slurm::kAttrControllerAddr, addr},
                {slurm::kAttrControllerHost, host},
-               {slurm::kAttrMungeKey, slurm::Base64Encode(key.key)}};
+               {slurm::kAttrMungeKey, Base64Encode(key.key)}};
     }
     bool same = false;
     if (env.onegate != nullptr && !attrs.empty()) {
@@ -234,7 +234,7 @@ class ControllerRole : public Role {
       }
     }
     if (same) {
-      env.plan.Keep(what, "OneGate already holds these values (sent again with READY=YES)");
+      env.plan.Keep(what, "OneGate already holds these values (sent again in the final update)");
     } else {
       auto s = env.plan.Do(what,
                            "workers discover the controller and the munge key through OneGate",

@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cctype>
 
+#include "common/base64.h"
 #include "common/log.h"
 #include "roles/slurm/address.h"
-#include "roles/slurm/base64.h"
 #include "roles/slurm/hosts.h"
 #include "roles/slurm/machine.h"
 #include "roles/slurm/munge.h"
@@ -282,7 +282,7 @@ Result<ControllerInfo> ControllerFromService(const ServiceInfo& service, int own
       continue;
     }
     std::string where = " published by controller VM " + std::to_string(node.vm_id);
-    auto key = slurm::Base64DecodeStrict(vm.Attr(slurm::kAttrMungeKey));
+    auto key = Base64DecodeStrict(vm.Attr(slurm::kAttrMungeKey));
     if (!key) {
       return Fail(ErrorKind::kInvalidInput, std::string(slurm::kAttrMungeKey) + where + ": " +
                                                 key.error().message);

@@ -5,9 +5,9 @@
 #include <cerrno>
 #include <cstring>
 
+#include "common/base64.h"
 #include "common/log.h"
 #include "roles/role.h"
-#include "roles/slurm/base64.h"
 #include "roles/slurm/protocol.h"
 #include "roles/slurm/units.h"
 

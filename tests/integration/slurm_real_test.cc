@@ -1,5 +1,5 @@
 // The OneSlurm logic against a REAL Slurm 22.05: slurmctld and dynamic `slurmd -Z` nodes, each
-// in its own network namespace on a private bridge (10.78.0.0/24, created here and always
+// in its own network namespace on a private bridge (10.79.0.0/24, created here and always
 // removed), one munged on the default socket, and the in-process OneGate simulator.
 // Follows ../shared/reference/slurm-lab/ (nsenter --net, not `ip netns exec`; SlurmdTimeout=10).
 // Needs root and the Debian packages slurmctld slurmd slurm-client munge; skipped otherwise.
@@ -45,8 +45,8 @@ using std::chrono::steady_clock;
 constexpr char kBridge[] = "ohslbr0";
 constexpr char kNsPrefix[] = "ohsl-";
 constexpr char kCtlNs[] = "ohsl-ctl";
-constexpr char kCtlAddr[] = "10.78.0.1";
-constexpr char kHostAddr[] = "10.78.0.254";
+constexpr char kCtlAddr[] = "10.79.0.1";
+constexpr char kHostAddr[] = "10.79.0.254";
 constexpr char kMungeSocket[] = "/run/munge/munge.socket.2";
 
 bool HaveProgram(const std::string& name) {
@@ -216,7 +216,7 @@ class Lab {
     int i = ++next_ns_;
     std::string ns = kNsPrefix + std::string("n") + std::to_string(i);
     if (!fs::exists("/run/netns/" + ns)) {
-      AddNs(ns, "vh" + std::to_string(i), "10.78.0." + std::to_string(10 + i));
+      AddNs(ns, "vh" + std::to_string(i), "10.79.0." + std::to_string(10 + i));
     }
     slurmds_[name] = Spawn({"nsenter", "--net=/run/netns/" + ns, "slurmd", "-D", "-Z", "-N",
                             name, "--conf-server", kCtlAddr, "--conf",
@@ -582,7 +582,7 @@ TEST_F(SlurmRealTest, FullNodeTableIsReported) {
   check.fetched_conf = g_lab->NodeConf("f3");
   auto full = slurm::WaitForRegistration(files, client, clock_, check);
   ASSERT_FALSE(full);
-  EXPECT_NE(full.error().message.find("Slurm node f3 did not register with 10.78.0.1 within 5s: "
+  EXPECT_NE(full.error().message.find("Slurm node f3 did not register with 10.79.0.1 within 5s: "
                                       "the node table may be full (MaxNodeCount=2)"),
             std::string::npos)
       << full.error().message;

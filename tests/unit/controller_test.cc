@@ -5,8 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "common/base64.h"
 #include "common/log.h"
-#include "roles/slurm/base64.h"
 #include "roles/slurm/protocol.h"
 #include "roles/slurm/slurm_conf.h"
 #include "tests/unit/slurm_test_fakes.h"
@@ -119,7 +119,7 @@ TEST_F(ControllerTest, FirstBoot) {
                               "systemctl --no-block start oneslurm-reconcile.timer",
                           }));
   // Neither the key nor its base64 ever reaches a command line or a child's stdin.
-  std::string b64 = slurm::Base64Encode(key);
+  std::string b64 = Base64Encode(key);
   for (const auto& c : m_.runner.commands()) {
     for (const auto& arg : c.argv) {
       EXPECT_EQ(arg.find(b64), std::string::npos);
@@ -137,7 +137,7 @@ TEST_F(ControllerTest, FirstBoot) {
   EXPECT_EQ(run->publish[0], (std::pair<std::string, std::string>{"SLURM_CONTROLLER_ADDR", "10.0.0.5"}));
   EXPECT_EQ(run->publish[1].second, "slurm-one-controller");
   EXPECT_EQ(run->publish[2].first, "SLURM_MUNGE_KEY_BASE64");
-  EXPECT_EQ(slurm::Base64DecodeStrict(run->publish[2].second).value_or(""), key);
+  EXPECT_EQ(Base64DecodeStrict(run->publish[2].second).value_or(""), key);
   EXPECT_FALSE(logs.Contains(run->publish[2].second));  // never logged
 }
 

@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "roles/slurm/base64.h"
+#include "common/base64.h"
 
 namespace onehpc::slurm {
 namespace {

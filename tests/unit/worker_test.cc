@@ -8,8 +8,8 @@
 
 #include <gtest/gtest.h>
 
+#include "common/base64.h"
 #include "common/log.h"
-#include "roles/slurm/base64.h"
 #include "roles/slurm/protocol.h"
 #include "tests/unit/slurm_test_fakes.h"
 
@@ -53,7 +53,7 @@ class WorkerTest : public ::testing::Test {
     ctl.user_template = {{"READY", "YES"},
                          {"SLURM_CONTROLLER_ADDR", "10.0.0.5"},
                          {"SLURM_CONTROLLER_HOST", "slurm-one-controller"},
-                         {"SLURM_MUNGE_KEY_BASE64", slurm::Base64Encode(key_)}};
+                         {"SLURM_MUNGE_KEY_BASE64", Base64Encode(key_)}};
     controller_ = sim_.AddVm(service_, "controller", ctl);
     sim::VmSpec w;
     w.nics.push_back(slurmtest::SimNic("192.0.2.7", "public", "2"));
@@ -165,7 +165,7 @@ TEST_F(WorkerTest, FirstJoin) {
       EXPECT_EQ(c.env[0].second, m_.root + "/run/slurm/conf/slurm.conf");
     }
   }
-  EXPECT_FALSE(logs.Contains(slurm::Base64Encode(key_)));
+  EXPECT_FALSE(logs.Contains(Base64Encode(key_)));
 }
 
 TEST_F(WorkerTest, RerunKeepsEverything) {
@@ -179,7 +179,7 @@ TEST_F(WorkerTest, RotatedKeyIsInstalledAndDaemonsRestarted) {
   RunOk();
   std::string new_key(64, 'k');
   ASSERT_TRUE(sim_.SetUserAttr(controller_.id, "SLURM_MUNGE_KEY_BASE64",
-                               slurm::Base64Encode(new_key)));
+                               Base64Encode(new_key)));
   auto run = RunOk();
   EXPECT_EQ(m_.Read("/etc/munge/munge.key"), new_key);
   auto changes = run->Changes();
@@ -326,7 +326,7 @@ TEST(ControllerFromServiceTest, PicksTheReadyController) {
   ready.vm->user_template = {{"READY", "YES"},
                              {"SLURM_CONTROLLER_ADDR", "10.0.0.5"},
                              {"SLURM_CONTROLLER_HOST", "ctl"},
-                             {"SLURM_MUNGE_KEY_BASE64", slurm::Base64Encode(std::string(32, 'x'))}};
+                             {"SLURM_MUNGE_KEY_BASE64", Base64Encode(std::string(32, 'x'))}};
   ctl.nodes = {stale, ready};
   s.roles = {ctl};
   auto info = ControllerFromService(s, 99);
