@@ -25,6 +25,17 @@ int CmdSettings(const CommonOptions& options, const SettingsOutput& output);
 int CmdContext(const CommonOptions& options, bool json, bool show_secrets);
 int CmdReconcile(const CommonOptions& options);
 int CmdSelfDrain(const CommonOptions& options);
+/// Open OnDemand portal: first-login home of `user` (cli/ood_commands.cc).
+int CmdHomeCreate(const std::string& user, const std::string& home_base, const std::string& skel);
+struct AccountingCliOptions {
+  std::string backup_dir = "/var/lib/open-ondemand/slurm/backup";
+  std::string database = "slurm_acct_db";
+  std::string socket;  ///< "" = the client's default
+  int keep = 48;
+};
+/// Open OnDemand portal: dump the accounting database / restore the newest complete dump.
+int CmdAccountingDump(const AccountingCliOptions& options);
+int CmdAccountingRestore(const AccountingCliOptions& options);
 
 }  // namespace onehpc
 

@@ -28,6 +28,13 @@ bool InvokedAsOneContextHook(const char* argv0) {
   return name.rfind("net-", 0) == 0;
 }
 
+bool InvokedAs(const char* argv0, const std::string& wanted) {
+  std::string name = argv0 ? argv0 : "";
+  auto slash = name.rfind('/');
+  if (slash != std::string::npos) name = name.substr(slash + 1);
+  return name == wanted;
+}
+
 int Main(int argc, char** argv) {
   log::Init(log::DetectOptions());
 
@@ -42,6 +49,15 @@ int Main(int argc, char** argv) {
       return kExitOk;
     }
     return CmdConfigure(options, "one-context", /*dry_run=*/false);
+  }
+
+  // Open OnDemand runs pun_pre_hook_root_cmd as `<path> --user <name>` (one executable, no
+  // shell): a link named one-hpc-home-create to this binary means `one-hpc home-create`.
+  std::vector<std::string> hook_args;
+  if (InvokedAs(argv[0], "one-hpc-home-create")) {
+    hook_args.push_back("one-hpc");
+    hook_args.push_back("home-create");
+    for (int i = 1; i < argc; ++i) hook_args.push_back(argv[i]);
   }
 
   CLI::App app{"one-hpc: turns an OpenNebula VM into a member of an HPC service "
@@ -103,8 +119,48 @@ int Main(int argc, char** argv) {
                     "(ExecStop of oneslurm-self-drain.service)");
   add_common(self_drain, false);
 
+  std::string home_user;
+  std::string home_user_option;
+  std::string home_base = "/home";
+  std::string home_skel = "/etc/skel";
+  auto* home_create = app.add_subcommand(
+      "home-create", "Open OnDemand portal: create USER's home from the skeleton at first "
+                     "login, never following a link (run as root by the PUN pre-start hook)");
+  home_create->add_option("user", home_user, "The user");
+  home_create->add_option("--user", home_user_option,
+                          "The user (the form Open OnDemand's pun_pre_hook_root_cmd passes)");
+  home_create->add_option("--home-base", home_base, "Directory holding the homes")
+      ->capture_default_str();
+  home_create->add_option("--skel", home_skel, "Skeleton copied into a new home")
+      ->capture_default_str();
+  home_create->allow_extras();  // the hook may pass more options in later OOD versions
+
+  AccountingCliOptions accounting;
+  auto add_accounting = [&](CLI::App* cmd) {
+    cmd->add_option("--backup-dir", accounting.backup_dir, "Dump directory (on the state export)")
+        ->capture_default_str();
+    cmd->add_option("--database", accounting.database, "Database")->capture_default_str();
+    cmd->add_option("--socket", accounting.socket, "MariaDB unix socket (default: the client's)");
+    cmd->add_option("--keep", accounting.keep, "Newest complete dumps kept")
+        ->capture_default_str()->check(CLI::Range(1, 10000));
+  };
+  auto* accounting_dump = app.add_subcommand(
+      "accounting-dump", "Open OnDemand portal: dump the Slurm accounting database to the "
+                         "export (consistent, completion checked, atomic, bounded retention)");
+  add_accounting(accounting_dump);
+  auto* accounting_restore = app.add_subcommand(
+      "accounting-restore", "Open OnDemand portal: if the accounting database is empty, load "
+                            "the newest complete dump");
+  add_accounting(accounting_restore);
+
   try {
-    app.parse(argc, argv);
+    if (hook_args.empty()) {
+      app.parse(argc, argv);
+    } else {
+      std::vector<const char*> args;
+      for (const auto& a : hook_args) args.push_back(a.c_str());
+      app.parse(static_cast<int>(args.size()), args.data());
+    }
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
@@ -126,6 +182,15 @@ int Main(int argc, char** argv) {
   }
   if (*reconcile) return CmdReconcile(options);
   if (*self_drain) return CmdSelfDrain(options);
+  if (*accounting_dump) return CmdAccountingDump(accounting);
+  if (*accounting_restore) return CmdAccountingRestore(accounting);
+  if (*home_create) {
+    if (home_user.empty() == home_user_option.empty()) {
+      std::cerr << "home-create: give the user once, as USER or --user USER\n";
+      return kExitUsage;
+    }
+    return CmdHomeCreate(home_user.empty() ? home_user_option : home_user, home_base, home_skel);
+  }
   return kExitUsage;
 }
 

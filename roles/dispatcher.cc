@@ -5,6 +5,7 @@
 
 #include "common/log.h"
 #include "roles/controller.h"
+#include "roles/ood/settings.h"
 #include "roles/worker.h"
 
 namespace onehpc {
@@ -98,6 +99,11 @@ std::vector<SettingSpec> AllSettings() {
         }
       }
     }
+  }
+  // Open OnDemand (issue #5): declared before its role modules exist, so that `context`,
+  // `settings --all` and the logs already mask the local users' passwords.
+  for (auto& spec : ood::PortalSettings()) {
+    if (!index.count(spec.name)) merged.push_back(std::move(spec));
   }
   return merged;
 }

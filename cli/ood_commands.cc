@@ -1,0 +1,66 @@
+// Commands of the Open OnDemand portal (issue #5), kept apart from commands.cc.
+#include <unistd.h>
+
+#include "cli/commands.h"
+#include "common/log.h"
+#include "roles/configure.h"
+#include "roles/ood/accounting.h"
+#include "roles/ood/home.h"
+#include "roles/os/process.h"
+
+namespace onehpc {
+
+int CmdHomeCreate(const std::string& user, const std::string& home_base,
+                  const std::string& skel) {
+  if (::geteuid() != 0) {
+    log::Error("home-create must run as root (it creates a home owned by another user)");
+    return kExitFailed;
+  }
+  auto request = ood::LookUpHomeUser(user, home_base, skel);
+  if (!request) {
+    log::Error("{}", request.error().message);
+    return ExitCodeFor(request.error().kind);
+  }
+  auto outcome = ood::CreateHome(*request);
+  if (!outcome) {
+    log::Error("{}", outcome.error().message);
+    return ExitCodeFor(outcome.error().kind);
+  }
+  return kExitOk;
+}
+
+namespace {
+
+ood::AccountingOptions ToAccountingOptions(const AccountingCliOptions& cli) {
+  ood::AccountingOptions options;
+  options.backup_dir = cli.backup_dir;
+  options.database = cli.database;
+  options.keep = cli.keep;
+  if (!cli.socket.empty()) options.connection.push_back("--socket=" + cli.socket);
+  return options;
+}
+
+}  // namespace
+
+int CmdAccountingDump(const AccountingCliOptions& cli) {
+  RealProcessRunner runner;
+  auto dumped = ood::DumpAccounting(ToAccountingOptions(cli), runner,
+                                    std::chrono::system_clock::now());
+  if (!dumped) {
+    log::Error("{}", dumped.error().message);
+    return ExitCodeFor(dumped.error().kind);
+  }
+  return kExitOk;
+}
+
+int CmdAccountingRestore(const AccountingCliOptions& cli) {
+  RealProcessRunner runner;
+  auto restored = ood::RestoreNewestComplete(ToAccountingOptions(cli), runner);
+  if (!restored) {
+    log::Error("{}", restored.error().message);
+    return ExitCodeFor(restored.error().kind);
+  }
+  return kExitOk;
+}
+
+}  // namespace onehpc

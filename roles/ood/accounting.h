@@ -1,0 +1,65 @@
+// Slurm accounting database dumps on the state export, and the restore of the newest
+// complete one into an empty database (a replaced portal gets its accounting back).
+//
+// Dump: `mariadb-dump --single-transaction --result-file=<temp>` (argv, timeout; the
+// credentials come from the client's option files or the unix-socket login, never from the
+// command line) to `.<name>.tmp` in the backup directory; kept only if its last line is
+// mariadb-dump's `-- Dump completed ...` trailer; fsync, chmod 0600, atomic rename to
+// `<db>-<YYYYmmddTHHMMSSZ>.sql`, fsync of the directory; then only the `keep` newest dumps
+// (by the timestamp in the name) are kept.
+// Restore: only when the database has no table; the dumps are tried newest first, and one
+// without the trailer (truncated: the portal died mid-dump, the disk filled) is skipped for
+// the previous complete one; a failed load of a complete dump is an error.
+#ifndef ONEHPC_ROLES_OOD_ACCOUNTING_H_
+#define ONEHPC_ROLES_OOD_ACCOUNTING_H_
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "roles/os/process.h"
+
+namespace onehpc::ood {
+
+inline constexpr const char* kDumpCompleted = "-- Dump completed";
+
+struct AccountingOptions {
+  std::string dump_program = "mariadb-dump";
+  std::string client_program = "mariadb";
+  /// Connection options for both programs, e.g. {"--socket=/run/mysqld/mysqld.sock"}.
+  /// Never a password: use an option file (--defaults-extra-file=...) for that.
+  std::vector<std::string> connection;
+  std::string database = "slurm_acct_db";
+  std::string backup_dir;  ///< host path of the backup directory on the export
+  int keep = 48;           ///< newest complete dumps kept
+  Duration dump_timeout{15 * 60 * 1000};
+  Duration restore_timeout{30 * 60 * 1000};
+};
+
+/// `<db>-YYYYmmddTHHMMSSZ.sql` for a UTC time.
+std::string DumpFileName(const std::string& database,
+                         std::chrono::system_clock::time_point when);
+
+/// True if `text` (a dump's end) ends with mariadb-dump's completion trailer line.
+bool HasCompletionTrailer(const std::string& tail);
+
+/// Dumps the database; returns the path of the new dump.
+Result<std::string> DumpAccounting(const AccountingOptions& options, ProcessRunner& runner,
+                                   std::chrono::system_clock::time_point now);
+
+/// The dump files in the backup directory, newest first (by name).
+Result<std::vector<std::string>> ListDumps(const AccountingOptions& options);
+
+/// Removes all but the `keep` newest dumps; returns the removed paths.
+Result<std::vector<std::string>> PruneDumps(const AccountingOptions& options);
+
+/// If the database has no table, loads the newest complete dump. Returns the restored
+/// path, or nullopt if nothing was done (database not empty, or no complete dump).
+Result<std::optional<std::string>> RestoreNewestComplete(const AccountingOptions& options,
+                                                         ProcessRunner& runner);
+
+}  // namespace onehpc::ood
+
+#endif  // ONEHPC_ROLES_OOD_ACCOUNTING_H_

@@ -1,0 +1,209 @@
+#include "roles/ood/ood_yaml.h"
+
+#include <regex>
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include "common/log.h"
+#include "roles/ood/settings.h"
+
+namespace onehpc::ood {
+namespace {
+
+tl::unexpected<Error> Invalid(const std::string& message) {
+  return Fail(ErrorKind::kInvalidInput, message);
+}
+
+bool IsValidId(const std::string& id) {
+  static const std::regex kId("[a-z][a-z0-9_-]{0,31}");
+  return std::regex_match(id, kId);
+}
+
+// An absolute path of ordinary characters (no whitespace, quotes or control characters:
+// Apache directives in ood_portal.yml carry them).
+bool IsSafePath(const std::string& path) {
+  static const std::regex kPath("/[A-Za-z0-9._/+@-]*");
+  return std::regex_match(path, kPath) && path.find("..") == std::string::npos;
+}
+
+bool IsSingleLine(const std::string& text) {
+  for (char c : text) {
+    auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) return false;
+  }
+  return true;
+}
+
+// Emits a string value, always double-quoted (so "yes", "1", "~" or "a: b" stay strings).
+void Str(YAML::Emitter& out, const std::string& key, const std::string& value) {
+  out << YAML::Key << key << YAML::Value << YAML::DoubleQuoted << value;
+}
+
+Result<std::string> Finish(const YAML::Emitter& out) {
+  if (!out.good()) {
+    return Fail(ErrorKind::kInternal, "YAML emitter error: " + out.GetLastError());
+  }
+  return std::string("# Written by one-hpc; changes are overwritten at the next configure.\n") +
+         out.c_str() + "\n";
+}
+
+}  // namespace
+
+bool IsValidHostName(const std::string& host) {
+  static const std::regex kHost(
+      "[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}"
+      "[A-Za-z0-9])?)*");
+  return host.size() <= 253 && std::regex_match(host, kHost);
+}
+
+Result<std::string> RenderPortalYaml(const PortalYamlInput& in) {
+  if (!IsValidHostName(in.servername)) {
+    return Invalid("ood_portal.yml: the server name is not a DNS name or IPv4 address");
+  }
+  if (!IsSafePath(in.ssl_dir) || !IsSafePath(in.pun_pre_hook_root_cmd)) {
+    return Invalid("ood_portal.yml: the certificate directory and the pre-hook must be plain "
+                   "absolute paths");
+  }
+  if (!IsSingleLine(in.host_regex) || !IsSingleLine(in.ldap_base) ||
+      !IsSingleLine(in.ldap_bind_dn) || !IsSingleLine(in.ldap_host)) {
+    return Invalid("ood_portal.yml: host_regex and the LDAP settings must be single lines");
+  }
+  if (!in.ldap_bind_password.empty()) log::AddSecret(in.ldap_bind_password);
+  const std::string cert = fmt::format("{}/{}.crt", in.ssl_dir, in.servername);
+  const std::string key = fmt::format("{}/{}.key", in.ssl_dir, in.servername);
+
+  YAML::Emitter out;
+  out << YAML::BeginMap;
+  Str(out, "servername", in.servername);
+  out << YAML::Key << "port" << YAML::Value << 443;
+  // Apache directives: the paths are validated above (no spaces or quotes to escape).
+  out << YAML::Key << "ssl" << YAML::Value << YAML::BeginSeq << YAML::DoubleQuoted
+      << fmt::format("SSLCertificateFile \"{}\"", cert) << YAML::DoubleQuoted
+      << fmt::format("SSLCertificateKeyFile \"{}\"", key) << YAML::EndSeq;
+  Str(out, "host_regex", in.host_regex);
+  Str(out, "node_uri", "/node");
+  Str(out, "rnode_uri", "/rnode");
+  Str(out, "user_map_match", "^([^@]+)$");
+  Str(out, "pun_pre_hook_root_cmd", in.pun_pre_hook_root_cmd);
+  out << YAML::Key << "oidc_settings" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "OIDCStateTimeout" << YAML::Value << 3600;
+  out << YAML::EndMap;
+  // Authentication: Open OnDemand's Dex, with the portal's LDAP directory as the connector.
+  out << YAML::Key << "dex" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "connectors" << YAML::Value << YAML::BeginSeq << YAML::BeginMap;
+  Str(out, "type", "ldap");
+  Str(out, "id", "ldap");
+  Str(out, "name", "Local users");
+  out << YAML::Key << "config" << YAML::Value << YAML::BeginMap;
+  Str(out, "host", in.ldap_host);
+  out << YAML::Key << "insecureNoSSL" << YAML::Value << true;  // loopback only
+  if (!in.ldap_bind_dn.empty()) {
+    Str(out, "bindDN", in.ldap_bind_dn);
+    Str(out, "bindPW", in.ldap_bind_password);
+  }
+  out << YAML::Key << "userSearch" << YAML::Value << YAML::BeginMap;
+  Str(out, "baseDN", "ou=People," + in.ldap_base);
+  Str(out, "filter", "(objectClass=posixAccount)");
+  Str(out, "username", "uid");
+  Str(out, "idAttr", "uid");
+  Str(out, "emailAttr", "mail");
+  Str(out, "nameAttr", "cn");
+  Str(out, "preferredUsernameAttr", "uid");
+  out << YAML::EndMap;
+  out << YAML::Key << "groupSearch" << YAML::Value << YAML::BeginMap;
+  Str(out, "baseDN", "ou=Groups," + in.ldap_base);
+  Str(out, "filter", "(objectClass=posixGroup)");
+  out << YAML::Key << "userMatchers" << YAML::Value << YAML::BeginSeq << YAML::BeginMap;
+  Str(out, "userAttr", "uid");
+  Str(out, "groupAttr", "memberUid");
+  out << YAML::EndMap << YAML::EndSeq;
+  Str(out, "nameAttr", "cn");
+  out << YAML::EndMap;  // groupSearch
+  out << YAML::EndMap;  // config
+  out << YAML::EndMap << YAML::EndSeq;  // connectors
+  out << YAML::EndMap;  // dex
+  out << YAML::EndMap;
+  return Finish(out);
+}
+
+Result<std::string> RenderClusterYaml(const ClusterYamlInput& in) {
+  if (!IsValidId(in.id)) {
+    return Invalid("clusters.d: the cluster id must be a lower-case identifier");
+  }
+  if (!in.login_host.empty() && !IsValidHostName(in.login_host)) {
+    return Invalid(fmt::format("clusters.d/{}.yml: the login host is not a host name", in.id));
+  }
+  if (!in.submit_host.empty() && !IsValidHostName(in.submit_host)) {
+    return Invalid(fmt::format("clusters.d/{}.yml: the submit host is not a host name", in.id));
+  }
+  if (!IsSafePath(in.bin) || (!in.conf.empty() && !IsSafePath(in.conf))) {
+    return Invalid(fmt::format("clusters.d/{}.yml: bin and conf must be plain absolute paths",
+                               in.id));
+  }
+  if (!in.slurm_cluster.empty() && !IsValidId(in.slurm_cluster)) {
+    return Invalid(fmt::format("clusters.d/{}.yml: the Slurm cluster name is not valid", in.id));
+  }
+  YAML::Emitter out;
+  out << YAML::BeginMap << YAML::Key << "v2" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "metadata" << YAML::Value << YAML::BeginMap;
+  Str(out, "title", in.title.empty() ? in.id : in.title);
+  out << YAML::EndMap;
+  if (!in.login_host.empty()) {
+    out << YAML::Key << "login" << YAML::Value << YAML::BeginMap;
+    Str(out, "host", in.login_host);
+    out << YAML::EndMap;
+  }
+  out << YAML::Key << "job" << YAML::Value << YAML::BeginMap;
+  Str(out, "adapter", "slurm");
+  if (!in.slurm_cluster.empty()) Str(out, "cluster", in.slurm_cluster);
+  Str(out, "bin", in.bin);
+  if (!in.conf.empty()) Str(out, "conf", in.conf);
+  if (!in.submit_host.empty()) {
+    Str(out, "submit_host", in.submit_host);
+    out << YAML::Key << "strict_host_checking" << YAML::Value << true;
+  }
+  out << YAML::Key << "copy_environment" << YAML::Value << false;
+  out << YAML::EndMap;  // job
+  if (!in.batch_only) {
+    out << YAML::Key << "batch_connect" << YAML::Value << YAML::BeginMap;
+    for (const char* kind : {"basic", "vnc"}) {
+      out << YAML::Key << kind << YAML::Value << YAML::BeginMap;
+      Str(out, "script_wrapper", std::string(kind) == "vnc"
+                                     ? "export WEBSOCKIFY_CMD=\"/usr/bin/websockify\"\n%s"
+                                     : "%s");
+      if (!in.set_host.empty()) Str(out, "set_host", in.set_host);
+      out << YAML::EndMap;
+    }
+    out << YAML::EndMap;
+  }
+  out << YAML::EndMap << YAML::EndMap;
+  return Finish(out);
+}
+
+Result<std::vector<ClusterYamlInput>> ClustersFromSettings(const Settings& settings,
+                                                           ClusterYamlInput own) {
+  own.id = kOwnClusterId;
+  std::vector<ClusterYamlInput> clusters = {own};
+  if (!settings.GetBool(kSiteSlurmEnabled)) return clusters;
+  const std::string& host = settings.GetString(kSiteSlurmHost);
+  if (host.empty()) {
+    return Invalid(fmt::format("{} is required when {} is on: the login host of the site's "
+                               "Slurm cluster", kSiteSlurmHost, kSiteSlurmEnabled));
+  }
+  ClusterYamlInput site;
+  site.id = settings.GetString(kSiteSlurmCluster);
+  if (site.id == own.id) {
+    return Invalid(fmt::format("{}='{}': the identifier is the service's own cluster's; choose "
+                               "another", kSiteSlurmCluster, site.id));
+  }
+  site.title = settings.GetString(kSiteSlurmTitle);
+  site.login_host = host;
+  site.submit_host = host;
+  site.conf = "";  // the site's configuration lives on its login host
+  site.batch_only = true;
+  clusters.push_back(std::move(site));
+  return clusters;
+}
+
+}  // namespace onehpc::ood

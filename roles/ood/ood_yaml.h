@@ -1,0 +1,67 @@
+// Open OnDemand configuration files, emitted with yaml-cpp (never pasted together as text):
+// /etc/ood/config/ood_portal.yml and /etc/ood/config/clusters.d/<id>.yml.
+//
+// Every string is emitted double-quoted and escaped by the library, so a title such as
+// `x"\n  adapter: pbs` stays one string value. Identifiers, host names and paths are also
+// validated here (defence in depth: the settings layer checks them first).
+#ifndef ONEHPC_ROLES_OOD_OOD_YAML_H_
+#define ONEHPC_ROLES_OOD_OOD_YAML_H_
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/error.h"
+#include "context/settings.h"
+
+namespace onehpc::ood {
+
+inline constexpr const char* kOodConfigDir = "/etc/ood/config";
+inline constexpr const char* kOwnClusterId = "ood";
+
+struct PortalYamlInput {
+  std::string servername;  ///< DNS name or IPv4 address
+  std::string ssl_dir = "/etc/ood/ssl";  ///< certificate <dir>/<servername>.crt and .key
+  /// Executable run as root with `--user <name>` before each PUN starts (home creation).
+  std::string pun_pre_hook_root_cmd = "/usr/libexec/one-hpc/one-hpc-home-create";
+  /// Hosts the portal may proxy to (/node, /rnode): the workers.
+  std::string host_regex =
+      "(ood-worker-[0-9]+(\\.ood\\.local)?|10\\.[0-9.]+|192\\.168\\.[0-9.]+|"
+      "172\\.(1[6-9]|2[0-9]|3[01])\\.[0-9.]+)";
+  std::string ldap_host = "localhost:389";
+  std::string ldap_base = "dc=ood,dc=local";
+  std::string ldap_bind_dn;        ///< "" = anonymous search
+  std::string ldap_bind_password;  ///< secret (the file must be 0600)
+};
+
+struct ClusterYamlInput {
+  std::string id;     ///< file name and OOD cluster id: [a-z][a-z0-9_-]*
+  std::string title;  ///< any text
+  std::string login_host;  ///< "" = no login section
+  std::string bin = "/usr/bin";
+  std::string conf = "/etc/slurm/slurm.conf";  ///< "" = the adapter's default
+  std::string slurm_cluster;  ///< "" = none; else the adapter's `cluster` (sbatch -M)
+  std::string submit_host;    ///< "" = submit locally; else over SSH as the user
+  /// Only batch jobs (Job Composer, Active Jobs): no batch_connect section, so no
+  /// interactive app can target it.
+  bool batch_only = false;
+  std::string set_host;  ///< batch_connect set_host; "" = OOD's default
+};
+
+/// ood_portal.yml (write it 0600: it may hold the LDAP bind password).
+Result<std::string> RenderPortalYaml(const PortalYamlInput& input);
+/// clusters.d/<id>.yml.
+Result<std::string> RenderClusterYaml(const ClusterYamlInput& input);
+
+/// The clusters the portal offers: its own (id "ood") and, with ONEAPP_SITE_SLURM_ENABLED,
+/// the site's (batch only, submitted over SSH to ONEAPP_SITE_SLURM_HOST, which is then
+/// required). `own` carries the service's own values (title, login host...).
+Result<std::vector<ClusterYamlInput>> ClustersFromSettings(const Settings& settings,
+                                                           ClusterYamlInput own);
+
+/// True for a DNS name or dotted IPv4 address (letters, digits, '-', '.').
+bool IsValidHostName(const std::string& host);
+
+}  // namespace onehpc::ood
+
+#endif  // ONEHPC_ROLES_OOD_OOD_YAML_H_

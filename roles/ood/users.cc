@@ -1,0 +1,315 @@
+#include "roles/ood/users.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "common/log.h"
+
+namespace onehpc::ood {
+namespace {
+
+// Accounts and groups of Debian's base-passwd and of the packages the appliance image
+// installs (Slurm, munge, MariaDB, slapd, SSSD, Apache, Open OnDemand, Dex, CernVM-FS,
+// Squid, NFS...), plus names with a special meaning to people or tools. A local user with
+// one of these names would share its uid/gid or its group with a privileged one (the
+// user's group has the user's name: a user called "sudo" would get group "sudo").
+constexpr std::string_view kReserved[] = {
+    "root", "daemon", "bin", "sys", "sync", "games", "man", "lp", "mail", "news", "uucp",
+    "proxy", "www-data", "backup", "list", "irc", "gnats", "nobody", "nogroup", "adm", "tty",
+    "disk", "kmem", "dialout", "fax", "voice", "cdrom", "floppy", "tape", "sudo", "audio",
+    "dip", "operator", "src", "shadow", "utmp", "video", "sasl", "plugdev", "staff", "users",
+    "wheel", "admin", "administrator", "input", "kvm", "render", "sgx", "netdev", "crontab",
+    "messagebus", "sshd", "ssh", "polkitd", "tss", "uuidd", "tcpdump", "dnsmasq", "statd",
+    "ntp", "ntpsec", "chrony", "syslog", "postfix", "slurm", "munge", "mysql", "mariadb",
+    "openldap", "ldap", "sssd", "apache", "ondemand", "ondemand-nginx", "dex", "cvmfs",
+    "eessi", "squid", "oneadmin", "one", "debian", "ubuntu", "cloud", "lxd", "docker",
+};
+
+constexpr std::string_view kReservedPrefixes[] = {"systemd-", "_", "nixbld"};
+
+bool IsSpace(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
+
+std::vector<std::string_view> SplitEntries(std::string_view text) {
+  std::vector<std::string_view> entries;
+  size_t i = 0;
+  while (i < text.size()) {
+    while (i < text.size() && IsSpace(text[i])) ++i;
+    size_t start = i;
+    while (i < text.size() && !IsSpace(text[i])) ++i;
+    if (i > start) entries.push_back(text.substr(start, i - start));
+  }
+  return entries;
+}
+
+// Why `name` is not a valid login name, without quoting it ("" if it is valid).
+std::string NameProblem(std::string_view name) {
+  if (name.empty()) return "the user name is empty";
+  if (name.size() > kMaxNameLength) {
+    return fmt::format("the user name is longer than {} characters", kMaxNameLength);
+  }
+  if (!(name[0] >= 'a' && name[0] <= 'z')) {
+    return "the user name does not start with a lower-case letter a-z";
+  }
+  for (char c : name) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+    if (!ok) return "the user name has characters other than a-z, 0-9, '_' and '-'";
+  }
+  return "";
+}
+
+bool IsValidUtf8(std::string_view text) {
+  for (size_t i = 0; i < text.size();) {
+    auto c = static_cast<unsigned char>(text[i]);
+    size_t len;
+    unsigned code;
+    unsigned min;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if ((c & 0xe0) == 0xc0) {
+      len = 2, code = c & 0x1f, min = 0x80;
+    } else if ((c & 0xf0) == 0xe0) {
+      len = 3, code = c & 0x0f, min = 0x800;
+    } else if ((c & 0xf8) == 0xf0) {
+      len = 4, code = c & 0x07, min = 0x10000;
+    } else {
+      return false;
+    }
+    if (i + len > text.size()) return false;
+    for (size_t k = 1; k < len; ++k) {
+      auto cc = static_cast<unsigned char>(text[i + k]);
+      if ((cc & 0xc0) != 0x80) return false;
+      code = (code << 6) | (cc & 0x3f);
+    }
+    if (code < min || code > 0x10ffff || (code >= 0xd800 && code <= 0xdfff)) return false;
+    i += len;
+  }
+  return true;
+}
+
+// Why the password is not acceptable ("" if it is), without quoting it.
+std::string PasswordProblem(std::string_view password, std::string_view name) {
+  if (password.empty()) return "the password is empty";
+  size_t chars = 0;
+  for (char c : password) {
+    if ((static_cast<unsigned char>(c) & 0xc0) != 0x80) ++chars;
+  }
+  if (chars < kMinPasswordLength) {
+    return fmt::format("the password is shorter than {} characters", kMinPasswordLength);
+  }
+  if (chars > kMaxPasswordLength) {
+    return fmt::format("the password is longer than {} characters", kMaxPasswordLength);
+  }
+  for (char c : password) {
+    auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) return "the password contains a control character";
+  }
+  if (!IsValidUtf8(password)) return "the password is not valid UTF-8 text";
+  if (password == name) return "the password is the user name";
+  return "";
+}
+
+struct Entry {
+  size_t position = 0;  // 1-based
+  std::string name;     // only set when valid
+  std::string password;
+  std::uint32_t uid = 0;
+  bool uid_given = false;
+};
+
+}  // namespace
+
+bool IsReservedLoginName(std::string_view name) {
+  for (std::string_view r : kReserved) {
+    if (name == r) return true;
+  }
+  for (std::string_view p : kReservedPrefixes) {
+    if (name.substr(0, p.size()) == p) return true;
+  }
+  return false;
+}
+
+bool IsValidLoginName(std::string_view name) {
+  return NameProblem(name).empty() && !IsReservedLoginName(name);
+}
+
+Result<std::vector<LocalUser>> ParseLocalUsers(std::string_view text,
+                                               const LocalUserPolicy& policy) {
+  const std::vector<std::string_view> raw_entries = SplitEntries(text);
+  const std::string expected = fmt::format(
+      "expected space-separated entries name:password or name:password:uid (uid {}-{}); "
+      "passwords cannot contain ':' or whitespace",
+      kMinUid, kMaxUid);
+
+  // Secrets first: nothing below may log or return a password or a piece of one.
+  for (std::string_view raw : raw_entries) {
+    size_t colon = raw.find(':');
+    if (colon == std::string_view::npos) {
+      log::AddSecret(std::string(raw));  // may be a password fragment
+      continue;
+    }
+    std::string_view rest = raw.substr(colon + 1);
+    log::AddSecret(std::string(rest));
+    size_t second = rest.find(':');
+    log::AddSecret(std::string(rest.substr(0, second)));
+  }
+
+  std::vector<std::string> problems;
+  auto problem = [&](size_t position, const std::string& who, const std::string& what) {
+    problems.push_back(fmt::format("{}: entry {}{}: {}", kLocalUsersVar, position,
+                                   who.empty() ? "" : " (user '" + who + "')", what));
+  };
+
+  std::vector<Entry> entries;
+  for (size_t i = 0; i < raw_entries.size(); ++i) {
+    std::string_view raw = raw_entries[i];
+    const size_t position = i + 1;
+    size_t colon = raw.find(':');
+    if (colon == std::string_view::npos) {
+      problem(position, "",
+              "has no ':' (not shown: it may be part of a password); " + expected);
+      continue;
+    }
+    std::string_view name = raw.substr(0, colon);
+    std::string_view rest = raw.substr(colon + 1);
+    std::string_view password = rest;
+    std::string_view uid_text;
+    bool has_uid = false;
+    size_t second = rest.find(':');
+    bool bad = false;
+
+    std::string name_problem = NameProblem(name);
+    std::string who;
+    if (!name_problem.empty()) {
+      problem(position, "", name_problem + " (not shown: it may be part of a password)");
+      bad = true;
+    } else {
+      who = std::string(name);
+      if (IsReservedLoginName(name)) {
+        problem(position, who, "the name is reserved for a system account or group");
+        bad = true;
+      }
+    }
+    if (second != std::string_view::npos) {
+      password = rest.substr(0, second);
+      uid_text = rest.substr(second + 1);
+      has_uid = true;
+      if (uid_text.find(':') != std::string_view::npos) {
+        problem(position, who, "has more than two ':'; passwords cannot contain ':'");
+        continue;
+      }
+    }
+    std::string password_problem = PasswordProblem(password, name);
+    if (!password_problem.empty()) {
+      problem(position, who, password_problem);
+      bad = true;
+    }
+    Entry entry;
+    entry.position = position;
+    if (has_uid) {
+      bool digits = !uid_text.empty() && uid_text.size() <= 9 &&
+                    std::all_of(uid_text.begin(), uid_text.end(),
+                                [](char c) { return c >= '0' && c <= '9'; });
+      if (!digits) {
+        problem(position, who,
+                uid_text.empty()
+                    ? "the uid after the second ':' is empty"
+                    : "the part after the second ':' is not a uid (not shown: passwords "
+                      "cannot contain ':', so it may be part of a password)");
+        bad = true;
+      } else {
+        std::uint32_t uid = static_cast<std::uint32_t>(std::stoul(std::string(uid_text)));
+        if (uid < kMinUid || uid > kMaxUid) {
+          problem(position, who,
+                  fmt::format("uid {} is outside {}-{}", uid, kMinUid, kMaxUid));
+          bad = true;
+        } else if (policy.taken_uids.count(uid)) {
+          problem(position, who,
+                  fmt::format("uid {} belongs to an account of the system", uid));
+          bad = true;
+        }
+        entry.uid = uid;
+        entry.uid_given = true;
+      }
+    }
+    if (bad) continue;
+    entry.name = std::string(name);
+    entry.password = std::string(password);
+    entries.push_back(std::move(entry));
+  }
+
+  // Duplicates among the valid entries.
+  std::map<std::string, size_t> first_by_name;
+  std::map<std::uint32_t, const Entry*> explicit_uids;
+  for (const Entry& e : entries) {
+    auto [it, inserted] = first_by_name.emplace(e.name, e.position);
+    if (!inserted) {
+      problem(e.position, e.name,
+              fmt::format("the user is already listed in entry {}", it->second));
+    }
+    if (e.uid_given) {
+      auto [uit, uinserted] = explicit_uids.emplace(e.uid, &e);
+      if (!uinserted) {
+        problem(e.position, e.name,
+                fmt::format("uid {} is already given to user '{}' in entry {}", e.uid,
+                            uit->second->name, uit->second->position));
+      }
+    }
+  }
+  if (!problems.empty()) {
+    std::string joined;
+    for (const auto& p : problems) {
+      if (!joined.empty()) joined += "\n";
+      joined += p;
+    }
+    return Fail(ErrorKind::kInvalidInput, joined);
+  }
+
+  // uids for entries without one: the previous uid if still free (first claim wins), else
+  // the next free one from kFirstAutoUid.
+  std::set<std::uint32_t> used = policy.taken_uids;
+  for (const auto& [uid, entry] : explicit_uids) used.insert(uid);
+  std::map<std::string, std::uint32_t> kept;
+  for (const Entry& e : entries) {
+    if (e.uid_given) continue;
+    auto prev = policy.previous_uids.find(e.name);
+    if (prev == policy.previous_uids.end()) continue;
+    std::uint32_t uid = prev->second;
+    if (uid >= kMinUid && uid <= kMaxUid && !used.count(uid)) {
+      used.insert(uid);
+      kept[e.name] = uid;
+    }
+  }
+  std::vector<LocalUser> users;
+  std::uint32_t next = kFirstAutoUid;
+  for (const Entry& e : entries) {
+    LocalUser user;
+    user.name = e.name;
+    user.password = e.password;
+    user.uid_given = e.uid_given;
+    if (e.uid_given) {
+      user.uid = e.uid;
+    } else if (auto k = kept.find(e.name); k != kept.end()) {
+      user.uid = k->second;
+    } else {
+      while (next <= kMaxUid && used.count(next)) ++next;
+      if (next > kMaxUid) {
+        return Fail(ErrorKind::kInvalidInput,
+                    fmt::format("{}: entry {} (user '{}'): no free uid left in {}-{}",
+                                kLocalUsersVar, e.position, e.name, kFirstAutoUid, kMaxUid));
+      }
+      user.uid = next;
+      used.insert(next);
+    }
+    users.push_back(std::move(user));
+  }
+  return users;
+}
+
+}  // namespace onehpc::ood

@@ -1,0 +1,71 @@
+// Local users of the Open OnDemand service, from ONEAPP_AUTH_LOCAL_USERS.
+//
+// Format: entries separated by spaces or tabs, each `name:password` or `name:password:uid`.
+//  - name: a portable login name, `[a-z][a-z0-9_-]*`, at most 32 characters, not a name
+//    the image or the service uses itself (root, daemon, slurm, munge, nobody, sudo, ...,
+//    anything starting with `systemd-`).
+//  - password: 8 to 256 characters, none of them a control character; it cannot contain
+//    whitespace (the entry separator) nor ':' (the field separator). An entry with a ':' too
+//    many is rejected rather than guessed at: `bob:pa:ss` could be the password "pa:ss" or
+//    the password "pa" with uid "ss". The password must differ from the name.
+//  - uid: optional, decimal, in [kMinUid, kMaxUid] (the Debian range for ordinary users).
+//    The user's primary group has the same number (gid = uid). Entries without a uid get one
+//    in list order: the uid they had before (`previous_uids`) if still free, else the next
+//    free number from kFirstAutoUid.
+// Every error names the variable and the entry (position, and the user name when it is a
+// valid one) but never the password or any part of it: an entry without ':' or an
+// invalid name may be a fragment of a password, so it is never quoted.
+#ifndef ONEHPC_ROLES_OOD_USERS_H_
+#define ONEHPC_ROLES_OOD_USERS_H_
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/error.h"
+
+namespace onehpc::ood {
+
+inline constexpr const char* kLocalUsersVar = "ONEAPP_AUTH_LOCAL_USERS";
+inline constexpr std::uint32_t kMinUid = 1000;
+inline constexpr std::uint32_t kMaxUid = 60000;
+inline constexpr std::uint32_t kFirstAutoUid = 10001;
+inline constexpr size_t kMinPasswordLength = 8;
+inline constexpr size_t kMaxPasswordLength = 256;
+inline constexpr size_t kMaxNameLength = 32;
+
+struct LocalUser {
+  std::string name;
+  std::string password;  ///< secret: registered with log::AddSecret by ParseLocalUsers
+  std::uint32_t uid = 0;
+  bool uid_given = false;  ///< the entry had an explicit uid
+  std::uint32_t gid() const { return uid; }
+  std::string home() const { return "/home/" + name; }
+};
+
+struct LocalUserPolicy {
+  /// uids that exist on the image (system accounts, eessi, ...): never allocated, and an
+  /// explicit uid among them is an error.
+  std::set<std::uint32_t> taken_uids;
+  /// name -> uid the user had before (read back from the directory): kept for entries
+  /// without a uid so that homes keep their owner when the list changes.
+  std::map<std::string, std::uint32_t> previous_uids;
+};
+
+/// True for a portable login name that is not reserved.
+bool IsValidLoginName(std::string_view name);
+/// True for names the system or the service uses (root, slurm, munge, sudo, systemd-*...).
+bool IsReservedLoginName(std::string_view name);
+
+/// Parses and validates ONEAPP_AUTH_LOCAL_USERS. Every password is registered with
+/// log::AddSecret before anything else happens. On failure the error (kInvalidInput) lists
+/// every bad entry, one per line, each starting with the variable name.
+Result<std::vector<LocalUser>> ParseLocalUsers(std::string_view text,
+                                               const LocalUserPolicy& policy = {});
+
+}  // namespace onehpc::ood
+
+#endif  // ONEHPC_ROLES_OOD_USERS_H_

@@ -1,0 +1,165 @@
+// Accounting dump and restore round trip on a real MariaDB: a private mariadbd on a unix
+// socket in a temporary directory (no TCP), skipped when it cannot start.
+#include "roles/ood/accounting.h"
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace onehpc::ood {
+namespace {
+
+namespace fs = std::filesystem;
+
+class MariaDbTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!fs::exists("/usr/sbin/mariadbd") || !fs::exists("/usr/bin/mariadb-install-db") ||
+        !fs::exists("/usr/bin/mariadb-dump")) {
+      GTEST_SKIP() << "mariadb-server is not installed";
+    }
+    char tmpl[] = "/tmp/one-hpc-mariadb.XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    ::chmod(dir_.c_str(), 0755);
+    socket_ = dir_ + "/mysqld.sock";
+    fs::create_directories(dir_ + "/backup");
+    const bool root = ::geteuid() == 0;
+    Command install;
+    install.argv = {"mariadb-install-db", "--no-defaults", "--datadir=" + dir_ + "/data",
+                    "--skip-test-db", "--auth-root-authentication-method=socket"};
+    if (root) install.argv.push_back("--user=root");
+    install.timeout = Duration(120000);
+    auto installed = runner_.Run(install);
+    if (!installed || !installed->ok()) {
+      GTEST_SKIP() << "mariadb-install-db failed: "
+                   << (installed ? installed->err : installed.error().message);
+    }
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::setpgid(0, 0);
+      std::vector<std::string> args = {"/usr/sbin/mariadbd", "--no-defaults",
+                                       "--datadir=" + dir_ + "/data", "--socket=" + socket_,
+                                       "--skip-networking", "--pid-file=" + dir_ + "/pid",
+                                       "--log-error=" + dir_ + "/error.log",
+                                       "--innodb-buffer-pool-size=16M"};
+      if (root) args.push_back("--user=root");
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execv(argv[0], argv.data());
+      ::_exit(127);
+    }
+    for (int i = 0; i < 120; ++i) {
+      if (Sql("SELECT 1").has_value()) {
+        options_.connection = {"--no-defaults", "--socket=" + socket_, "--user=root"};
+        options_.backup_dir = dir_ + "/backup";
+        options_.keep = 5;
+        return;
+      }
+      int status;
+      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    }
+    GTEST_SKIP() << "mariadbd did not start; see " << dir_ << "/error.log";
+  }
+  void TearDown() override {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGTERM);
+      for (int i = 0; i < 100; ++i) {
+        int status;
+        if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+          pid_ = -1;
+          break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+      if (pid_ > 0) {
+        ::kill(pid_, SIGKILL);
+        ::waitpid(pid_, nullptr, 0);
+      }
+    }
+    if (!dir_.empty() && !HasFailure()) fs::remove_all(dir_);
+  }
+  // Runs SQL; stdout, or nullopt on failure.
+  std::optional<std::string> Sql(const std::string& sql) {
+    Command c;
+    c.argv = {"mariadb", "--no-defaults", "--socket=" + socket_, "--user=root", "--batch",
+              "--skip-column-names", "--execute=" + sql};
+    c.timeout = Duration(30000);
+    auto r = runner_.Run(c);
+    if (!r || !r->ok()) return std::nullopt;
+    std::string out = r->out;
+    while (!out.empty() && out.back() == '\n') out.pop_back();
+    return out;
+  }
+
+  RealProcessRunner runner_;
+  std::string dir_, socket_;
+  pid_t pid_ = -1;
+  AccountingOptions options_;
+};
+
+TEST_F(MariaDbTest, DumpAndRestoreSkipATruncatedNewestDump) {
+  ASSERT_TRUE(Sql("CREATE DATABASE slurm_acct_db; CREATE TABLE slurm_acct_db.job_table "
+                  "(id INT PRIMARY KEY, name VARCHAR(64)) ENGINE=InnoDB; INSERT INTO "
+                  "slurm_acct_db.job_table VALUES (1, 'one'), (2, 'two')"));
+  auto t0 = std::chrono::system_clock::from_time_t(1790000000);
+  auto first = DumpAccounting(options_, runner_, t0);
+  ASSERT_TRUE(first) << first.error().message;
+  ASSERT_TRUE(Sql("INSERT INTO slurm_acct_db.job_table VALUES (3, 'it''s \"three\"')"));
+  auto second = DumpAccounting(options_, runner_, t0 + std::chrono::minutes(30));
+  ASSERT_TRUE(second) << second.error().message;
+  ASSERT_TRUE(Sql("INSERT INTO slurm_acct_db.job_table VALUES (4, 'four')"));
+
+  // The newest dump was cut short (the portal died mid-dump, the export filled up).
+  std::string full;
+  {
+    std::ifstream in(*second);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    full = ss.str();
+  }
+  const std::string truncated_path =
+      options_.backup_dir + "/" + DumpFileName("slurm_acct_db", t0 + std::chrono::minutes(60));
+  std::ofstream(truncated_path) << full.substr(0, full.size() / 2);
+
+  // A replaced portal: empty database.
+  ASSERT_TRUE(Sql("DROP DATABASE slurm_acct_db"));
+  auto restored = RestoreNewestComplete(options_, runner_);
+  ASSERT_TRUE(restored) << restored.error().message;
+  ASSERT_TRUE(restored->has_value());
+  EXPECT_EQ(**restored, *second);
+  EXPECT_EQ(Sql("SELECT COUNT(*) FROM slurm_acct_db.job_table"), "3");
+  EXPECT_EQ(Sql("SELECT name FROM slurm_acct_db.job_table WHERE id = 3"), "it's \"three\"");
+
+  // Not empty any more: a second restore does nothing.
+  auto again = RestoreNewestComplete(options_, runner_);
+  ASSERT_TRUE(again) << again.error().message;
+  EXPECT_FALSE(again->has_value());
+  EXPECT_EQ(Sql("SELECT COUNT(*) FROM slurm_acct_db.job_table"), "3");
+}
+
+TEST_F(MariaDbTest, DumpOfAMissingDatabaseFailsAndLeavesNothing) {
+  options_.database = "no_such_db";
+  auto dumped = DumpAccounting(options_, runner_, std::chrono::system_clock::now());
+  ASSERT_FALSE(dumped);
+  EXPECT_TRUE(fs::is_empty(options_.backup_dir));
+}
+
+}  // namespace
+}  // namespace onehpc::ood

@@ -1,0 +1,197 @@
+// Open OnDemand configuration: rendered with yaml-cpp, parsed back, values checked, and
+// hostile values (':', quotes, newlines, YAML syntax) never become keys.
+#include "roles/ood/ood_yaml.h"
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
+
+#include "common/log.h"
+#include "roles/ood/settings.h"
+
+namespace onehpc::ood {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::UnorderedElementsAre;
+
+std::set<std::string> Keys(const YAML::Node& map) {
+  std::set<std::string> keys;
+  for (const auto& kv : map) keys.insert(kv.first.as<std::string>());
+  return keys;
+}
+
+TEST(OodYamlTest, PortalParsesBackWithTheExpectedValues) {
+  PortalYamlInput in;
+  in.servername = "ood.example.org";
+  in.ldap_bind_dn = "cn=reader,dc=ood,dc=local";
+  in.ldap_bind_password = "bind:\"pw\"\n#x";
+  auto text = RenderPortalYaml(in);
+  ASSERT_TRUE(text) << text.error().message;
+  YAML::Node doc = YAML::Load(*text);
+  EXPECT_EQ(doc["servername"].as<std::string>(), "ood.example.org");
+  EXPECT_EQ(doc["port"].as<int>(), 443);
+  ASSERT_EQ(doc["ssl"].size(), 2u);
+  EXPECT_EQ(doc["ssl"][0].as<std::string>(),
+            "SSLCertificateFile \"/etc/ood/ssl/ood.example.org.crt\"");
+  EXPECT_EQ(doc["ssl"][1].as<std::string>(),
+            "SSLCertificateKeyFile \"/etc/ood/ssl/ood.example.org.key\"");
+  EXPECT_EQ(doc["pun_pre_hook_root_cmd"].as<std::string>(),
+            "/usr/libexec/one-hpc/one-hpc-home-create");
+  EXPECT_EQ(doc["node_uri"].as<std::string>(), "/node");
+  EXPECT_EQ(doc["user_map_match"].as<std::string>(), "^([^@]+)$");
+  const YAML::Node ldap = doc["dex"]["connectors"][0];
+  EXPECT_EQ(ldap["type"].as<std::string>(), "ldap");
+  EXPECT_EQ(ldap["config"]["host"].as<std::string>(), "localhost:389");
+  EXPECT_TRUE(ldap["config"]["insecureNoSSL"].as<bool>());
+  EXPECT_EQ(ldap["config"]["bindPW"].as<std::string>(), "bind:\"pw\"\n#x");
+  EXPECT_EQ(ldap["config"]["userSearch"]["baseDN"].as<std::string>(),
+            "ou=People,dc=ood,dc=local");
+  EXPECT_EQ(Keys(doc), (std::set<std::string>{"servername", "port", "ssl", "host_regex",
+                                               "node_uri", "rnode_uri", "user_map_match",
+                                               "pun_pre_hook_root_cmd", "oidc_settings",
+                                               "dex"}));
+  EXPECT_EQ(log::Redact("x bind:\"pw\"\n#x"), "x <redacted>");
+  log::ClearSecrets();
+}
+
+TEST(OodYamlTest, PortalWithoutBindDnSearchesAnonymously) {
+  PortalYamlInput in;
+  in.servername = "10.0.0.1";
+  auto text = RenderPortalYaml(in);
+  ASSERT_TRUE(text);
+  YAML::Node config = YAML::Load(*text)["dex"]["connectors"][0]["config"];
+  EXPECT_FALSE(config["bindDN"]);
+  EXPECT_FALSE(config["bindPW"]);
+}
+
+TEST(OodYamlTest, PortalRefusesHostileNamesAndPaths) {
+  for (const char* name : {"", "ood.example.org\nport: 80", "a b", "x\"y", "-bad", "a:1",
+                           "ood.example.org/evil"}) {
+    PortalYamlInput in;
+    in.servername = name;
+    EXPECT_FALSE(RenderPortalYaml(in)) << name;
+  }
+  PortalYamlInput in;
+  in.servername = "ood";
+  in.ssl_dir = "/etc/ood/ssl\" SSLEngine off";
+  EXPECT_FALSE(RenderPortalYaml(in));
+  in.ssl_dir = "/etc/../tmp";
+  EXPECT_FALSE(RenderPortalYaml(in));
+  in = PortalYamlInput{};
+  in.servername = "ood";
+  in.pun_pre_hook_root_cmd = "/bin/sh -c reboot";
+  EXPECT_FALSE(RenderPortalYaml(in));
+}
+
+TEST(OodYamlTest, OwnClusterParsesBack) {
+  ClusterYamlInput in;
+  in.id = "ood";
+  in.title = "Open OnDemand";
+  in.login_host = "ood-portal";
+  in.set_host = "host=$(hostname -s)";
+  auto text = RenderClusterYaml(in);
+  ASSERT_TRUE(text) << text.error().message;
+  YAML::Node v2 = YAML::Load(*text)["v2"];
+  EXPECT_EQ(v2["metadata"]["title"].as<std::string>(), "Open OnDemand");
+  EXPECT_EQ(v2["login"]["host"].as<std::string>(), "ood-portal");
+  EXPECT_EQ(v2["job"]["adapter"].as<std::string>(), "slurm");
+  EXPECT_EQ(v2["job"]["bin"].as<std::string>(), "/usr/bin");
+  EXPECT_EQ(v2["job"]["conf"].as<std::string>(), "/etc/slurm/slurm.conf");
+  EXPECT_FALSE(v2["job"]["copy_environment"].as<bool>());
+  EXPECT_FALSE(v2["job"]["submit_host"]);
+  EXPECT_EQ(v2["batch_connect"]["basic"]["script_wrapper"].as<std::string>(), "%s");
+  EXPECT_EQ(v2["batch_connect"]["vnc"]["set_host"].as<std::string>(), "host=$(hostname -s)");
+  EXPECT_THAT(v2["batch_connect"]["vnc"]["script_wrapper"].as<std::string>(),
+              HasSubstr("WEBSOCKIFY_CMD"));
+}
+
+// A title full of YAML syntax stays one string; no key appears and none changes.
+TEST(OodYamlTest, HostileTitlesCannotInjectKeys) {
+  for (const std::string& title : std::vector<std::string>{"x\"\n    adapter: pbs\n", "a: b", "'; adapter: pbs #", "yes", "~", "null", "1e3",
+        "{adapter: pbs}", "[1, 2]", "&anchor *alias", "!!python/object x", "--- \n...",
+        "tab\there", "back\\slash", "ünïcode ✓", std::string("nul\0byte", 8)}) {
+    ClusterYamlInput in;
+    in.id = "site";
+    in.title = title;
+    in.login_host = "login.example.org";
+    in.submit_host = "login.example.org";
+    in.batch_only = true;
+    auto text = RenderClusterYaml(in);
+    ASSERT_TRUE(text) << title;
+    YAML::Node doc = YAML::Load(*text);
+    EXPECT_EQ(Keys(doc), std::set<std::string>{"v2"}) << *text;
+    EXPECT_EQ(Keys(doc["v2"]), (std::set<std::string>{"metadata", "login", "job"})) << *text;
+    EXPECT_EQ(Keys(doc["v2"]["metadata"]), std::set<std::string>{"title"}) << *text;
+    EXPECT_EQ(doc["v2"]["metadata"]["title"].as<std::string>(), title) << *text;
+    EXPECT_EQ(doc["v2"]["job"]["adapter"].as<std::string>(), "slurm") << *text;
+  }
+}
+
+TEST(OodYamlTest, HostileHostsAndIdsAreRefused) {
+  for (const char* host : {"a\nb", "login: x", "h\"", "a b", "-x", "x..y", "x/y"}) {
+    ClusterYamlInput in;
+    in.id = "site";
+    in.login_host = host;
+    EXPECT_FALSE(RenderClusterYaml(in)) << host;
+    in.login_host = "";
+    in.submit_host = host;
+    EXPECT_FALSE(RenderClusterYaml(in)) << host;
+  }
+  for (const char* id : {"", "Site", "../x", "a b", "a:b", "a\nb"}) {
+    ClusterYamlInput in;
+    in.id = id;
+    EXPECT_FALSE(RenderClusterYaml(in)) << id;
+  }
+  ClusterYamlInput in;
+  in.id = "x";
+  in.bin = "/usr/bin\nconf: /tmp";
+  EXPECT_FALSE(RenderClusterYaml(in));
+}
+
+TEST(OodYamlTest, ClustersFromSettings) {
+  ClusterYamlInput own;
+  own.title = "Open OnDemand";
+  auto off = Settings::Resolve(PortalSettings(), {});
+  ASSERT_TRUE(off);
+  auto clusters = ClustersFromSettings(*off, own);
+  ASSERT_TRUE(clusters);
+  ASSERT_EQ(clusters->size(), 1u);
+  EXPECT_EQ((*clusters)[0].id, "ood");
+
+  auto missing = Settings::Resolve(PortalSettings(), {{kSiteSlurmEnabled, "YES"}});
+  ASSERT_TRUE(missing);
+  auto error = ClustersFromSettings(*missing, own);
+  ASSERT_FALSE(error);
+  EXPECT_THAT(error.error().message, HasSubstr("ONEAPP_SITE_SLURM_HOST is required"));
+
+  auto clash = Settings::Resolve(PortalSettings(), {{kSiteSlurmEnabled, "YES"},
+                                                    {kSiteSlurmHost, "login1"},
+                                                    {kSiteSlurmCluster, "ood"}});
+  ASSERT_TRUE(clash);
+  EXPECT_FALSE(ClustersFromSettings(*clash, own));
+
+  auto on = Settings::Resolve(PortalSettings(), {{kSiteSlurmEnabled, "on"},
+                                                 {kSiteSlurmHost, "login.hpc.example.org"},
+                                                 {kSiteSlurmTitle, "HPC: \"big\" #1"}});
+  ASSERT_TRUE(on) << on.error().message;
+  clusters = ClustersFromSettings(*on, own);
+  ASSERT_TRUE(clusters);
+  ASSERT_EQ(clusters->size(), 2u);
+  auto text = RenderClusterYaml((*clusters)[1]);
+  ASSERT_TRUE(text) << text.error().message;
+  YAML::Node v2 = YAML::Load(*text)["v2"];
+  EXPECT_EQ(v2["metadata"]["title"].as<std::string>(), "HPC: \"big\" #1");
+  EXPECT_EQ(v2["job"]["submit_host"].as<std::string>(), "login.hpc.example.org");
+  EXPECT_TRUE(v2["job"]["strict_host_checking"].as<bool>());
+  EXPECT_FALSE(v2["job"]["conf"]);
+  EXPECT_FALSE(v2["batch_connect"]) << "the site's cluster is batch only";
+  EXPECT_EQ((*clusters)[1].id, "site");
+}
+
+}  // namespace
+}  // namespace onehpc::ood
