@@ -5,6 +5,7 @@
 
 #include "common/log.h"
 #include "roles/controller.h"
+#include "roles/storage.h"
 #include "roles/worker.h"
 
 namespace onehpc {
@@ -18,6 +19,7 @@ const std::vector<Factory>& Factories() {
   static const std::vector<Factory> factories = {
       MakeControllerRole,  // OneSlurm
       MakeWorkerRole,      // OneSlurm
+      MakeStorageRole,     // Open OnDemand
   };
   return factories;
 }
