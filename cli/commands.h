@@ -25,6 +25,7 @@ int CmdSettings(const CommonOptions& options, const SettingsOutput& output);
 int CmdContext(const CommonOptions& options, bool json, bool show_secrets);
 int CmdReconcile(const CommonOptions& options);
 int CmdSelfDrain(const CommonOptions& options);
+int CmdStorageRefresh(const CommonOptions& options);
 
 }  // namespace onehpc
 

@@ -103,6 +103,11 @@ int Main(int argc, char** argv) {
                     "(ExecStop of oneslurm-self-drain.service)");
   add_common(self_drain, false);
 
+  auto* storage_refresh = app.add_subcommand(
+      "storage-refresh", "Open OnDemand storage: rewrite the NFS exports when the portal's "
+                         "address changed (one-hpc-exports-refresh.service)");
+  add_common(storage_refresh, true);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -126,6 +131,7 @@ int Main(int argc, char** argv) {
   }
   if (*reconcile) return CmdReconcile(options);
   if (*self_drain) return CmdSelfDrain(options);
+  if (*storage_refresh) return CmdStorageRefresh(options);
   return kExitUsage;
 }
 
