@@ -161,6 +161,12 @@ Result<HomeDiskDecision> DecideHomeDisk(const HomeDiskInputs& inputs, BlockDevic
       continue;
     }
     std::string content = Describe(*probe);
+    if (!probe->ambivalent && probe->fs_type == "iso9660" && probe->label == "CONTEXT") {
+      // OpenNebula's context image attached as a disk rather than a CD-ROM: not a candidate.
+      finding.content = "the OpenNebula context image (iso9660 CONTEXT): skipped";
+      decision.findings.push_back(finding);
+      continue;
+    }
     auto where = mounts.FindBySource(device);
     if (!where) return Fail(where.error());
     if (!where->empty()) {

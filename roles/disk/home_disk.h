@@ -6,7 +6,7 @@
 // Decision (issue #4, ../shared/reference/disks-and-mounts.md §1):
 //   1. A filesystem labelled ood-home anywhere (whole disk or partition) is reused as it is.
 //   2. Otherwise every candidate whole disk (not the root filesystem's disk, not the context
-//      CD) is classified. Any candidate that is not positively blank (signature, partition
+//      CD, nor an iso9660 filesystem labelled CONTEXT attached as a disk) is classified. Any candidate that is not positively blank (signature, partition
 //      table incl. a GPT backup header, non-zero head/tail, ambivalent probe, mounted, held)
 //      stops the role with kUnsafe naming the device and its content: we never guess which
 //      of the attached disks may be formatted.

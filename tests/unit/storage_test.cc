@@ -284,6 +284,13 @@ TEST_F(StorageTest, LabelledPartitionIsReused) {
   EXPECT_EQ(mounts_.table[0].source, "/dev/vdb1");
 }
 
+TEST_F(StorageTest, ContextImageAttachedAsDiskIsSkipped) {
+  disks_.Fs("/dev/vdb", "iso9660", "CONTEXT");
+  disks_.Blank("/dev/vdc");
+  MustConfigure();
+  EXPECT_EQ(disks_.writes, std::vector<std::string>{"/dev/vdc"});
+}
+
 TEST_F(StorageTest, ForeignFilesystemRefused) {
   disks_.Fs("/dev/vdb", "xfs", "data");
   ExpectRefusedUntouched("xfs label=data");
