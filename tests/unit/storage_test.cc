@@ -596,3 +596,88 @@ TEST(MountUnitTest, EscapePathLikeSystemdEscape) {
 
 }  // namespace
 }  // namespace onehpc
+
+namespace onehpc {
+namespace {
+
+// The storage role reading the portal from the OneGate simulator (real HTTP on 127.0.0.1,
+// the extended service document as OneFlow sends it).
+class StorageOneGateTest : public StorageTest {
+ protected:
+  void SetUp() override {
+    StorageTest::SetUp();
+    ASSERT_GT(sim_.Start(), 0);
+    service_ = sim_.CreateService("Open OnDemand", {slurmtest::SimRole("storage", 1),
+                                                    slurmtest::SimRole("portal", 1)});
+    sim::VmSpec storage;
+    storage.nics = {slurmtest::SimNic("192.168.1.10", "Management", "0"),
+                    slurmtest::SimNic("10.1.0.3", "Compute", "1")};
+    vm_ = sim_.AddVm(service_, "storage", storage);
+    client_ = std::make_unique<OneGateClient>(slurmtest::SimConfig(sim_, vm_), http_, m_.clock);
+    onegate_ = client_.get();
+  }
+  void AddPortal(const std::string& compute_ip) {
+    sim::VmSpec portal;
+    portal.nics = {slurmtest::SimNic("192.168.1.20", "Management", "0"),
+                   slurmtest::SimNic(compute_ip, "Compute", "1")};
+    portal_ = sim_.AddVm(service_, "portal", portal);
+  }
+  sim::OneGateSimulator sim_;
+  int service_ = -1;
+  sim::VmHandle vm_;
+  sim::VmHandle portal_;
+  CurlTransport http_;
+  std::unique_ptr<OneGateClient> client_;
+};
+
+TEST_F(StorageOneGateTest, PortalGetsRootOnlyOnItsComputeAddress) {
+  AddPortal("10.1.0.5");
+  MustConfigure();
+  std::string exports = m_.Read(nfs::kExportsFile);
+  EXPECT_THAT(exports, HasSubstr("/export/home 10.1.0.5(rw,sync,no_subtree_check,no_root_squash,fsid=1)"));
+  EXPECT_THAT(exports, HasSubstr("/export/slurm 10.1.0.5(rw,sync,no_subtree_check,no_root_squash,fsid=2)\n"));
+  EXPECT_THAT(exports, Not(HasSubstr("192.168.1.")));  // never the management network
+}
+
+TEST_F(StorageOneGateTest, PortalNotDeployedYetThenRefresherAddsIt) {
+  MustConfigure();  // straight deployment: the storage role is ready before the portal exists
+  EXPECT_THAT(m_.Read(nfs::kExportsFile), Not(HasSubstr("/export/slurm")));
+  AddPortal("10.1.0.5");
+  auto out = nfs::RefreshExports(*m_.files, m_.runner,
+                                 [&] { return client_->GetService(/*extended=*/true); });
+  ASSERT_TRUE(out) << out.error().message;
+  EXPECT_TRUE(out->changed);
+  EXPECT_THAT(m_.Read(nfs::kExportsFile), HasSubstr("/export/slurm 10.1.0.5("));
+}
+
+TEST_F(StorageOneGateTest, OneGateDownAtRebootKeepsLastGood) {
+  AddPortal("10.1.0.5");
+  MustConfigure();
+  std::string before = m_.Read(nfs::kExportsFile);
+  sim_.InjectFault(slurmtest::SimFault(sim::FaultKind::kStatus, 503, "down"));
+  auto again = MustConfigure();
+  EXPECT_EQ(m_.Read(nfs::kExportsFile), before);
+  EXPECT_TRUE(again.run->Changes().empty()) << again.run->plan.Render();
+  auto out = nfs::RefreshExports(*m_.files, m_.runner,
+                                 [&] { return client_->GetService(/*extended=*/true); });
+  ASSERT_TRUE(out);
+  EXPECT_TRUE(out->onegate_failed);
+  EXPECT_EQ(m_.Read(nfs::kExportsFile), before);
+}
+
+TEST_F(StorageOneGateTest, PortalAddressChangeThroughOneGate) {
+  AddPortal("10.1.0.5");
+  MustConfigure();
+  ASSERT_TRUE(sim_.SetNicIp(portal_.id, 1, "10.1.0.8"));
+  auto out = nfs::RefreshExports(*m_.files, m_.runner,
+                                 [&] { return client_->GetService(/*extended=*/true); });
+  ASSERT_TRUE(out);
+  EXPECT_EQ(out->old_portals, std::vector<std::string>{"10.1.0.5"});
+  EXPECT_EQ(out->new_portals, std::vector<std::string>{"10.1.0.8"});
+  std::string exports = m_.Read(nfs::kExportsFile);
+  EXPECT_THAT(exports, HasSubstr("10.1.0.8(rw,sync,no_subtree_check,no_root_squash"));
+  EXPECT_THAT(exports, Not(HasSubstr("10.1.0.5")));
+}
+
+}  // namespace
+}  // namespace onehpc
