@@ -262,7 +262,7 @@ int CmdStorageRefresh(const CommonOptions& options) {
   auto outcome = nfs::RefreshExports(files, runner, [&]() -> Result<ServiceInfo> {
     if (!onegate) return Fail(ErrorKind::kNetwork, why);
     return onegate->GetService(/*extended=*/true);
-  });
+  }, /*live=*/options.root.empty() || options.root == "/");
   if (!outcome) {
     log::Error("storage-refresh: {}", outcome.error().message);
     return ExitCodeFor(outcome.error().kind);

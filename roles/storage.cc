@@ -77,7 +77,9 @@ class StorageRole : public Role {
 
     // Order matters on a first boot: the exports exist before nfs-server starts (its
     // ExecStartPre runs exportfs -r); later runs re-export only when the file changed.
-    auto changed = nfs::EnsureExports(env.plan, env.files, env.runner, config);
+    bool live = options_.exportfs_under_root || env.files.root().empty() ||
+                env.files.root() == "/";
+    auto changed = nfs::EnsureExports(env.plan, env.files, env.runner, config, false, live);
     if (!changed) return Fail(changed.error());
     if (auto s = slurm::EnsureUnitEnabled(env, kNfsServer, "multi-user.target",
                                           "the NFS server must come back after a reboot");

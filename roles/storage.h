@@ -27,6 +27,9 @@ struct StorageOptions {
   /// Candidate whole disks; empty = env.block_devices.ListDisks minus the root disk.
   std::function<Result<std::vector<std::string>>(RoleEnv&)> candidates;
   std::string sys_class_block = "/sys/class/block";
+  /// Run exportfs even when the files are under a --root (tests with a fake runner);
+  /// otherwise exportfs runs only on the real root, as it acts on the running system.
+  bool exportfs_under_root = false;
 };
 
 /// Role "storage" of service "Open OnDemand".

@@ -166,7 +166,7 @@ Result<std::vector<std::string>> PortalAddresses(const ServiceInfo& service,
 }
 
 Result<bool> EnsureExports(Plan& plan, Files& files, ProcessRunner& runner,
-                           const ExportsConfig& config, bool force_exportfs) {
+                           const ExportsConfig& config, bool force_exportfs, bool live) {
   std::string state = StateJson(config);
   auto old_state = files.ReadIfExists(kStateFile);
   if (!old_state) return Fail(old_state.error());
@@ -199,7 +199,10 @@ Result<bool> EnsureExports(Plan& plan, Files& files, ProcessRunner& runner,
   } else {
     plan.Keep(kExportsFile, "already up to date");
   }
-  if (changed || force_exportfs) {
+  if ((changed || force_exportfs) && !live) {
+    plan.Keep("exportfs -ra", "not run: the files are under --root " + files.root() +
+                                  ", and exportfs acts on the running system");
+  } else if (changed || force_exportfs) {
     auto s = plan.Do("exportfs -ra", changed ? "the exports file changed"
                                              : "the NFS server must serve the current exports",
                      [&]() -> Status {
@@ -216,7 +219,8 @@ Result<bool> EnsureExports(Plan& plan, Files& files, ProcessRunner& runner,
 }
 
 Result<RefreshOutcome> RefreshExports(Files& files, ProcessRunner& runner,
-                                      const std::function<Result<ServiceInfo>()>& get_service) {
+                                      const std::function<Result<ServiceInfo>()>& get_service,
+                                      bool live) {
   auto text = files.ReadIfExists(kStateFile);
   if (!text) return Fail(text.error());
   if (!text->has_value()) {
@@ -251,7 +255,7 @@ Result<RefreshOutcome> RefreshExports(Files& files, ProcessRunner& runner,
               fmt::join(config->portal_ips, " "), fmt::join(next.portal_ips, " "));
   }
   Plan plan(PlanMode::kApply);
-  auto changed = EnsureExports(plan, files, runner, next);
+  auto changed = EnsureExports(plan, files, runner, next, false, live);
   if (!changed) return Fail(changed.error());
   outcome.changed = *changed;
   return outcome;

@@ -66,10 +66,13 @@ Result<std::vector<std::string>> PortalAddresses(const ServiceInfo& service,
                                                  const std::string& portal_role = kPortalRole);
 
 /// Writes the state file and the exports file when they differ (atomically, through the
-/// plan), and runs `exportfs -ra` when the exports changed (or `force_exportfs`). Returns
-/// whether the exports file changed.
+/// plan), and runs `exportfs -ra` when the exports changed (or `force_exportfs`). `live` =
+/// false (files under a --root that is not the running system) records a keep instead of
+/// running exportfs, which always acts on the running system. Returns whether the exports
+/// file changed.
 Result<bool> EnsureExports(Plan& plan, Files& files, ProcessRunner& runner,
-                           const ExportsConfig& config, bool force_exportfs = false);
+                           const ExportsConfig& config, bool force_exportfs = false,
+                           bool live = true);
 
 struct RefreshOutcome {
   bool changed = false;
@@ -84,7 +87,8 @@ struct RefreshOutcome {
 /// lists). On a OneGate failure the saved list is kept and the exports are only repaired if
 /// the file differs from it. kNotFound when the state file is missing (not a storage VM).
 Result<RefreshOutcome> RefreshExports(Files& files, ProcessRunner& runner,
-                                      const std::function<Result<ServiceInfo>()>& get_service);
+                                      const std::function<Result<ServiceInfo>()>& get_service,
+                                      bool live = true);
 
 }  // namespace onehpc::nfs
 

@@ -130,6 +130,7 @@ class StorageDiskTest : public ::testing::Test {
   // The whole storage role, apply mode, under root_.
   Status RunRole() {
     StorageOptions o;
+    o.exportfs_under_root = true;  // answered by the fake runner
     o.find_label = OurLabels();
     o.candidates = [this](RoleEnv&) -> Result<std::vector<std::string>> { return disks_; };
     auto role = MakeStorageRole(o);

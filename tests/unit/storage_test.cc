@@ -135,6 +135,7 @@ class StorageTest : public ::testing::Test {
 
   StorageOptions Options() {
     StorageOptions o;
+    o.exportfs_under_root = true;  // the fake runner answers exportfs
     o.exclusive = [this](const std::string& dev) -> Status {
       if (busy_.count(dev)) return Fail(ErrorKind::kUnsafe, dev + " is in use (held)");
       return Ok();
@@ -418,6 +419,18 @@ TEST_F(StorageTest, PlanShowsDecisionsAndChangesNothing) {
   EXPECT_TRUE(disks_.writes.empty());
   EXPECT_EQ(mounts_.mounts, 0);
   EXPECT_FALSE(m_.Exists(nfs::kExportsFile));
+}
+
+TEST_F(StorageTest, NoExportfsUnderARootPrefixByDefault) {
+  role_ = MakeStorageRole(StorageOptions{});  // real options: exportfs only on the real root
+  slurmtest::RoleRun run(m_, *role_, vars_, nullptr);
+  run.env = std::make_unique<RoleEnv>(RoleEnv{run.context, *run.settings, nullptr, m_.runner,
+                                              *m_.files, m_.systemd, disks_, mounts_, m_.clock,
+                                              run.plan, nullptr});
+  ASSERT_TRUE(role_->Configure(*run.env)) << run.plan.Render();
+  EXPECT_TRUE(m_.Exists(nfs::kExportsFile));
+  EXPECT_FALSE(Ran("exportfs"));
+  EXPECT_THAT(run.plan.Render(), HasSubstr("exportfs -ra [keep]\n   because: not run: the files are under --root"));
 }
 
 TEST_F(StorageTest, NoComputeNicIsAClearError) {
