@@ -137,6 +137,31 @@ class StorageRole : public Role {
     return out;
   }
 
+  // This VM already kept its homes on an ood-home filesystem (our mount unit names it) but that
+  // filesystem is not attached now: switching to the root disk or to a new blank disk would
+  // serve empty homes and the portal would create fresh ones. The unit is only ever used to
+  // refuse, never to decide to format.
+  Status CheckPreviousHomeDisk(RoleEnv& env, const disk::HomeDiskDecision& decision) {
+    if (decision.source == disk::HomeSource::kReuseLabelled) return Ok();
+    auto units = disk::RenderMountUnits("x", "ext4", disk::kHomeDir);
+    auto unit = env.files.ReadIfExists(units.mount_unit_path);
+    if (!unit) return Fail(unit.error());
+    if (!unit->has_value()) return Ok();
+    std::string what;
+    auto pos = (*unit)->find("\nWhat=");
+    if (pos != std::string::npos) {
+      what = (*unit)->substr(pos + 6, (*unit)->find('\n', pos + 6) - pos - 6);
+    }
+    return Fail(ErrorKind::kUnsafe,
+                "the homes of this VM were on the ood-home filesystem " + what +
+                    " (see " + units.mount_unit_path + "), which is not attached now; refusing to "
+                    "serve " + (decision.source == disk::HomeSource::kFormatBlank
+                                    ? "a newly formatted " + decision.device
+                                    : std::string("the empty directory on the root disk")) +
+                    ". Attach the ood-home disk again, or delete " + units.mount_unit_path +
+                    " to start with empty homes");
+  }
+
   // Returns whether the homes are on a mounted data disk.
   Result<bool> EnsureHomeDisk(RoleEnv& env) {
     auto candidates = Candidates(env);
@@ -155,6 +180,7 @@ class StorageRole : public Role {
     }
     log::Info("storage: home disk decision: {}: {}", disk::ToString(decision->source),
               decision->why);
+    if (auto s = CheckPreviousHomeDisk(env, *decision); !s) return Fail(s.error());
     if (decision->source == disk::HomeSource::kRootDisk) {
       env.plan.Keep(std::string("homes in ") + disk::kHomeDir + " on the root disk",
                     decision->why);

@@ -389,6 +389,32 @@ TEST_F(StorageTest, CrashAfterMountBeforeUnitsConverges) {
   EXPECT_TRUE(m_.Exists("/etc/systemd/system/export-home.mount"));
 }
 
+TEST_F(StorageTest, HomeDiskMissingLaterIsRefusedNotReplaced) {
+  disks_.Blank("/dev/vdb");
+  MustConfigure();
+  // The persistent disk is detached; the VM reboots with no disk, then with a new blank one.
+  disks_.probes.clear();
+  mounts_.table.clear();
+  for (bool with_blank : {false, true}) {
+    SCOPED_TRACE(with_blank ? "a new blank disk" : "no disk");
+    if (with_blank) disks_.Blank("/dev/vdc");
+    auto r = Configure();
+    ASSERT_FALSE(r.status);
+    EXPECT_EQ(r.status.error().kind, ErrorKind::kUnsafe);
+    EXPECT_THAT(r.status.error().message,
+                HasSubstr("ood-home filesystem /dev/disk/by-uuid/aaaaaaaa-0000-0000-0000-000000000001"));
+    EXPECT_THAT(r.status.error().message, HasSubstr("not attached now"));
+    EXPECT_EQ(disks_.writes.size(), 1u);
+    EXPECT_TRUE(mounts_.table.empty());
+  }
+  // Re-attached: mounted again, nothing formatted.
+  disks_.probes.clear();
+  disks_.Fs("/dev/vdd", "ext4", "ood-home", "aaaaaaaa-0000-0000-0000-000000000001");
+  MustConfigure();
+  ASSERT_EQ(mounts_.table.size(), 1u);
+  EXPECT_EQ(mounts_.table[0].source, "/dev/vdd");
+}
+
 TEST_F(StorageTest, SomethingElseMountedOnHomeRefused) {
   disks_.Fs("/dev/vdb", "ext4", "ood-home");
   mounts_.table.push_back({"/dev/vdz", HomeHost(), "ext4", "rw"});
