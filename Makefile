@@ -20,7 +20,7 @@ DEPS_BUILD := cmake g++ make pkg-config libcurl4-openssl-dev nlohmann-json3-dev 
   libfmt-dev libexpected-dev libcli11-dev libblkid-dev libmount-dev libgtest-dev libgmock-dev \
   libcpp-httplib-dev clang libclang-rt-14-dev libyaml-cpp-dev ccache
 DEPS_TEST := util-linux e2fsprogs xfsprogs dosfstools fdisk cryptsetup-bin lvm2 systemd \
-  iproute2 procps python3 python3-jsonschema shellcheck packer openssh-client \
+  iproute2 procps nfs-kernel-server python3 python3-jsonschema shellcheck packer openssh-client \
   mariadb-server mariadb-client
 DEPS_LAB := systemd-container debootstrap munge slurmctld slurmd slurm-client
 DEPS := $(DEPS_BUILD) $(DEPS_TEST) $(DEPS_LAB)

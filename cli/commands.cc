@@ -20,6 +20,7 @@
 #include "roles/os/mounts.h"
 #include "roles/os/process.h"
 #include "roles/os/systemd.h"
+#include "roles/nfs/exports.h"
 #include "roles/reconcile.h"
 #include "roles/self_drain.h"
 
@@ -241,6 +242,32 @@ int CmdSelfDrain(const CommonOptions& options) {
   SystemctlSystemd systemd(runner);
   SelfDrainOptions drain;
   return SelfDrainExitCode(RunSelfDrain(drain, runner, systemd, SystemClock()));
+}
+
+int CmdStorageRefresh(const CommonOptions& options) {
+  Files files(options.root);
+  RealProcessRunner runner;
+  CurlTransport http;
+  auto context = LoadForCommand(options, false);
+  std::unique_ptr<OneGateClient> onegate;
+  std::string why;
+  if (!context) {
+    why = "cannot read the VM's context: " + context.error().message;
+  } else if (auto client = OneGateFor(*context, http)) {
+    onegate = std::move(*client);
+  } else {
+    why = "OneGate is not configured: " + client.error().message;
+  }
+  // Without OneGate the refresher still repairs the exports from the last good state.
+  auto outcome = nfs::RefreshExports(files, runner, [&]() -> Result<ServiceInfo> {
+    if (!onegate) return Fail(ErrorKind::kNetwork, why);
+    return onegate->GetService(/*extended=*/true);
+  }, /*live=*/options.root.empty() || options.root == "/");
+  if (!outcome) {
+    log::Error("storage-refresh: {}", outcome.error().message);
+    return ExitCodeFor(outcome.error().kind);
+  }
+  return outcome->onegate_failed ? kExitNetwork : kExitOk;
 }
 
 }  // namespace onehpc

@@ -36,6 +36,7 @@ struct AccountingCliOptions {
 /// Open OnDemand portal: dump the accounting database / restore the newest complete dump.
 int CmdAccountingDump(const AccountingCliOptions& options);
 int CmdAccountingRestore(const AccountingCliOptions& options);
+int CmdStorageRefresh(const CommonOptions& options);
 
 }  // namespace onehpc
 

@@ -152,6 +152,10 @@ int Main(int argc, char** argv) {
       "accounting-restore", "Open OnDemand portal: if the accounting database is empty, load "
                             "the newest complete dump");
   add_accounting(accounting_restore);
+  auto* storage_refresh = app.add_subcommand(
+      "storage-refresh", "Open OnDemand storage: rewrite the NFS exports when the portal's "
+                         "address changed (one-hpc-exports-refresh.service)");
+  add_common(storage_refresh, true);
 
   try {
     if (hook_args.empty()) {
@@ -191,6 +195,7 @@ int Main(int argc, char** argv) {
     }
     return CmdHomeCreate(home_user.empty() ? home_user_option : home_user, home_base, home_skel);
   }
+  if (*storage_refresh) return CmdStorageRefresh(options);
   return kExitUsage;
 }
 

@@ -6,6 +6,7 @@
 #include "common/log.h"
 #include "roles/controller.h"
 #include "roles/ood/settings.h"
+#include "roles/storage.h"
 #include "roles/worker.h"
 
 namespace onehpc {
@@ -19,6 +20,7 @@ const std::vector<Factory>& Factories() {
   static const std::vector<Factory> factories = {
       MakeControllerRole,  // OneSlurm
       MakeWorkerRole,      // OneSlurm
+      MakeStorageRole,     // Open OnDemand
   };
   return factories;
 }

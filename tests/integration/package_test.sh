@@ -13,7 +13,9 @@ bad() { fails=$((fails+1)); echo "FAIL $*"; }
 deb=$(find "$tmp/pkg" -maxdepth 1 -name "*.deb" | head -1)
 if [ -n "$deb" ]; then ok; else bad "no .deb produced"; echo "0 passed, 1 failed"; exit 1; fi
 dpkg-deb -c "$deb" >"$tmp/contents"
-for path in ./usr/sbin/one-hpc ./usr/lib/systemd/system/one-hpc-configure.service; do
+for path in ./usr/sbin/one-hpc ./usr/lib/systemd/system/one-hpc-configure.service \
+    ./usr/lib/systemd/system/one-hpc-exports-refresh.service \
+    ./usr/lib/systemd/system/one-hpc-exports-refresh.timer; do
   if grep -q " $path\$" "$tmp/contents"; then ok; else bad "missing $path"; fi
 done
 dpkg-deb -f "$deb" Package Depends >"$tmp/fields"

@@ -1,0 +1,294 @@
+#include "roles/disk/home_disk.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "common/log.h"
+
+namespace onehpc::disk {
+namespace {
+
+std::string Canonical(const std::string& path) {
+  char buf[PATH_MAX];
+  if (::realpath(path.c_str(), buf) != nullptr) return buf;
+  return path;
+}
+
+/// What is on a probed device, for messages ("ext4 label=data; gpt partition table").
+std::string Describe(const DeviceProbe& p) {
+  std::vector<std::string> parts;
+  if (p.ambivalent) parts.push_back("ambivalent probe (several filesystem signatures)");
+  for (const auto& s : p.signatures) parts.push_back(s);
+  if (parts.empty() && !p.fs_type.empty()) {
+    parts.push_back(p.fs_type + (p.label.empty() ? "" : " label=" + p.label));
+  }
+  if (parts.empty() && !p.pt_type.empty()) parts.push_back(p.pt_type + " partition table");
+  if (parts.empty()) return "blank";
+  return fmt::format("{}", fmt::join(parts, "; "));
+}
+
+std::string SizeText(std::uint64_t bytes) {
+  constexpr std::uint64_t kMiB = 1024 * 1024;
+  if (bytes >= 1024 * kMiB) return fmt::format("{:.1f} GiB", bytes / (1024.0 * kMiB));
+  return fmt::format("{} MiB", bytes / kMiB);
+}
+
+std::string Mounted(const std::vector<MountEntry>& entries) {
+  std::vector<std::string> targets;
+  for (const auto& e : entries) targets.push_back(e.target);
+  return fmt::format("{}", fmt::join(targets, ", "));
+}
+
+}  // namespace
+
+Status OpenExclusive(const std::string& device) {
+  int fd = ::open(device.c_str(), O_RDONLY | O_EXCL | O_CLOEXEC);
+  if (fd >= 0) {
+    ::close(fd);
+    return Ok();
+  }
+  int error = errno;
+  if (error == EBUSY) {
+    return Fail(ErrorKind::kUnsafe,
+                device + " is in use (exclusive open failed: mounted, active swap, "
+                         "device-mapper/LVM/RAID member or held by another program)");
+  }
+  return Fail(ErrorKind::kIo, "cannot open " + device + " exclusively: " + strerror(error));
+}
+
+LabelFinder FindLabelWith(BlockDevices& devices) {
+  return [&devices](const std::string& label) -> Result<std::optional<std::string>> {
+    auto found = devices.FindByLabel(label);
+    if (found) return std::optional<std::string>(*found);
+    if (found.error().kind == ErrorKind::kNotFound) return std::optional<std::string>();
+    return Fail(found.error());
+  };
+}
+
+std::string RootDisk(Mounts& mounts, const std::string& sys_class_block) {
+  auto root = mounts.FindByTarget("/");
+  if (!root || !root->has_value()) return "";
+  std::string source = (*root)->source;
+  if (source.rfind("/dev/", 0) != 0) return "";  // overlay, tmpfs, nfs root...
+  std::string name = Canonical(source);
+  auto slash = name.rfind('/');
+  name = name.substr(slash + 1);
+  std::string sys = sys_class_block + "/" + name;
+  struct stat st {};
+  if (::stat((sys + "/partition").c_str(), &st) == 0) {
+    // /sys/class/block/vda1 -> ../../devices/.../block/vda/vda1: the parent is the disk.
+    std::string real = Canonical(sys);
+    std::string parent = real.substr(0, real.rfind('/'));
+    return "/dev/" + parent.substr(parent.rfind('/') + 1);
+  }
+  return "/dev/" + name;  // a whole-disk filesystem, or dm-N (LVM root: no disk of ours)
+}
+
+const char* ToString(HomeSource source) {
+  switch (source) {
+    case HomeSource::kRootDisk: return "root disk";
+    case HomeSource::kReuseLabelled: return "reuse labelled filesystem";
+    case HomeSource::kFormatBlank: return "format blank disk";
+  }
+  return "?";
+}
+
+Result<HomeDiskDecision> DecideHomeDisk(const HomeDiskInputs& inputs, BlockDevices& devices,
+                                        Mounts& mounts, const LabelFinder& find_label,
+                                        const ExclusiveCheck& exclusive) {
+  HomeDiskDecision decision;
+  std::string mount_point = inputs.mount_point;
+
+  // 1. The label anywhere wins.
+  auto labelled = find_label(inputs.label);
+  if (!labelled) {
+    return Fail(labelled.error().WithContext("looking for the '" + inputs.label + "' filesystem"));
+  }
+  if (labelled->has_value()) {
+    const std::string& device = **labelled;
+    auto probe = devices.Probe(device);
+    if (!probe) return Fail(probe.error());
+    if (probe->ambivalent || probe->fs_type.empty() || probe->label != inputs.label) {
+      return Fail(ErrorKind::kUnsafe,
+                  device + " was found by the label '" + inputs.label +
+                      "' but a fresh probe shows: " + Describe(*probe) + "; refusing to use it");
+    }
+    auto where = mounts.FindBySource(device);
+    if (!where) return Fail(where.error());
+    for (const auto& e : *where) {
+      if (Canonical(e.target) != Canonical(mount_point)) {
+        return Fail(ErrorKind::kUnsafe, device + " (" + Describe(*probe) +
+                                            ") is already mounted on " + Mounted(*where) +
+                                            "; unmount it so it can be mounted on " +
+                                            inputs.mount_point);
+      }
+    }
+    decision.source = HomeSource::kReuseLabelled;
+    decision.device = device;
+    decision.fs_type = probe->fs_type;
+    decision.uuid = probe->uuid;
+    decision.why = device + " holds the " + probe->fs_type + " filesystem labelled '" +
+                   inputs.label + "' (uuid " + probe->uuid + "): mounted as it is, never formatted";
+    for (const auto& c : inputs.candidates) {
+      if (c != device) decision.findings.push_back({c, "not looked at (the label was found)", false});
+    }
+    return decision;
+  }
+
+  // 2. Classify every candidate. Nothing is written to any of them here.
+  std::vector<std::string> candidates = inputs.candidates;
+  std::sort(candidates.begin(), candidates.end());
+  candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
+  std::vector<std::string> problems;
+  std::vector<std::string> blank;
+  for (const auto& device : candidates) {
+    DiskFinding finding{device, "", false};
+    auto probe = devices.Probe(device);
+    if (!probe) {
+      finding.content = "unreadable (" + probe.error().message + ")";
+      problems.push_back(device + ": " + finding.content);
+      decision.findings.push_back(finding);
+      continue;
+    }
+    std::string content = Describe(*probe);
+    if (!probe->ambivalent && probe->fs_type == "iso9660" && probe->label == "CONTEXT") {
+      // OpenNebula's context image attached as a disk rather than a CD-ROM: not a candidate.
+      finding.content = "the OpenNebula context image (iso9660 CONTEXT): skipped";
+      decision.findings.push_back(finding);
+      continue;
+    }
+    auto where = mounts.FindBySource(device);
+    if (!where) return Fail(where.error());
+    if (!where->empty()) {
+      content = (content == "blank" ? std::string("no signature") : content) + ", mounted on " +
+                Mounted(*where);
+    } else if (probe->blank()) {
+      if (auto held = exclusive(device); !held) {
+        content = "no signature, but " + held.error().message;
+      } else {
+        finding.blank = true;
+      }
+    }
+    finding.content = finding.blank ? "blank (" + SizeText(probe->size) + ")" : content;
+    if (finding.blank) {
+      blank.push_back(device);
+    } else {
+      problems.push_back(device + ": " + content);
+    }
+    decision.findings.push_back(finding);
+  }
+
+  if (!problems.empty()) {
+    return Fail(ErrorKind::kUnsafe,
+                fmt::format("no filesystem labelled '{}' was found, and {} not blank, so it is "
+                            "not formatted: {}. Nothing was written. Attach a blank disk, or "
+                            "label the home filesystem '{}', or detach the other disk",
+                            inputs.label,
+                            problems.size() == 1 ? "a data disk is" : "data disks are",
+                            fmt::join(problems, "; "), inputs.label));
+  }
+  if (blank.empty()) {
+    decision.source = HomeSource::kRootDisk;
+    decision.why = "no data disk attached (no '" + inputs.label +
+                   "' filesystem, no blank disk): the homes live on the root disk and are "
+                   "deleted with the VM";
+    return decision;
+  }
+  decision.source = HomeSource::kFormatBlank;
+  decision.device = blank.front();
+  decision.fs_type = "ext4";
+  decision.why = blank.front() + " is blank (no signature, no partition table, zeros at both "
+                                 "ends, not mounted, not held)";
+  if (blank.size() > 1) {
+    decision.why += fmt::format("; {} blank disks ({}): the first by name is chosen, the others "
+                                "are left untouched",
+                                blank.size(), fmt::join(blank, ", "));
+  }
+  return decision;
+}
+
+Result<std::string> FormatBlankDisk(const HomeDiskDecision& decision, const std::string& label,
+                                    HomeDiskTools& tools) {
+  if (decision.source != HomeSource::kFormatBlank || decision.device.empty()) {
+    return Fail(ErrorKind::kInternal, "FormatBlankDisk called without a blank disk");
+  }
+  const std::string& device = decision.device;
+  // Check again right before writing: a second configure or an operator may have been faster.
+  auto probe = tools.devices.Probe(device);
+  if (!probe) return Fail(probe.error());
+  if (!probe->blank()) {
+    return Fail(ErrorKind::kUnsafe, device + " is no longer blank (" + Describe(*probe) +
+                                        "); not formatting it");
+  }
+  auto where = tools.mounts.FindBySource(device);
+  if (!where) return Fail(where.error());
+  if (!where->empty()) {
+    return Fail(ErrorKind::kUnsafe, device + " is mounted on " + Mounted(*where) +
+                                        "; not formatting it");
+  }
+  if (auto s = tools.exclusive(device); !s) return Fail(s.error());
+
+  Command mkfs;
+  mkfs.argv = {"mkfs.ext4", "-F", "-q", "-L", label, device};
+  mkfs.timeout = tools.mkfs_timeout;
+  auto made = RunChecked(tools.runner, mkfs);
+  if (!made) return Fail(made.error());
+
+  // udev creates /dev/disk/by-uuid and by-label from the new superblock; bounded wait. No
+  // udev (a container) is fine: we mount by device node and verify with our own probe.
+  Command settle;
+  settle.argv = {"udevadm", "settle",
+                 "--timeout=" + std::to_string(tools.udev_timeout.count() / 1000)};
+  settle.timeout = tools.udev_timeout + Duration(5000);
+  auto settled = tools.runner.Run(settle);
+  if (!settled) {
+    log::Debug("udevadm not available ({}); verifying {} by probing it", settled.error().message,
+               device);
+  } else if (!settled->ok()) {
+    log::Warn("udevadm settle did not finish ({}); verifying {} by probing it",
+              settled->timed_out ? "timed out" : "exit " + std::to_string(settled->exit_code),
+              device);
+  }
+  TimePoint deadline = tools.clock.Now() + tools.udev_timeout;
+  while (true) {
+    auto after = tools.devices.Probe(device);
+    if (after && !after->ambivalent && after->fs_type == "ext4" && after->label == label &&
+        !after->uuid.empty()) {
+      return after->uuid;
+    }
+    if (tools.clock.Now() >= deadline) {
+      return Fail(ErrorKind::kIo, "mkfs.ext4 exited 0 but " + device +
+                                      " does not show an ext4 filesystem labelled '" + label +
+                                      "' (" + (after ? Describe(*after) : after.error().message) +
+                                      ")");
+    }
+    tools.clock.SleepFor(Duration(500));
+  }
+}
+
+Result<bool> EnsureMounted(const std::string& device, const std::string& fs_type,
+                           const std::string& host_mount_point, Mounts& mounts) {
+  auto current = mounts.FindByTarget(host_mount_point);
+  if (!current) return Fail(current.error());
+  if (current->has_value()) {
+    if (Canonical((*current)->source) == Canonical(device)) return false;
+    return Fail(ErrorKind::kUnsafe, host_mount_point + " already has " + (*current)->source +
+                                        " (" + (*current)->fs_type + ") mounted on it, not " +
+                                        device + "; unmount it first");
+  }
+  auto s = mounts.Mount(MountEntry{device, host_mount_point, fs_type, "defaults,noatime"});
+  if (!s) return Fail(s.error());
+  return true;
+}
+
+}  // namespace onehpc::disk

@@ -1,0 +1,112 @@
+// The ood-home data disk of the Open OnDemand storage role: which disk holds the homes, and
+// the safe way to get it mounted. The decision is made only from what is on the disks
+// (libblkid, libmount, an O_EXCL open), never from a stamp file: a persistent disk outlives
+// the VM that formatted it.
+//
+// Decision (issue #4, ../shared/reference/disks-and-mounts.md §1):
+//   1. A filesystem labelled ood-home anywhere (whole disk or partition) is reused as it is.
+//   2. Otherwise every candidate whole disk (not the root filesystem's disk, not the context
+//      CD, nor an iso9660 filesystem labelled CONTEXT attached as a disk) is classified. Any candidate that is not positively blank (signature, partition
+//      table incl. a GPT backup header, non-zero head/tail, ambivalent probe, mounted, held)
+//      stops the role with kUnsafe naming the device and its content: we never guess which
+//      of the attached disks may be formatted.
+//   3. All candidates blank: the first by device name is formatted (logged).
+//   4. No candidate: the homes stay on the root disk.
+#ifndef ONEHPC_ROLES_DISK_HOME_DISK_H_
+#define ONEHPC_ROLES_DISK_HOME_DISK_H_
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/error.h"
+#include "roles/os/block_devices.h"
+#include "roles/os/mounts.h"
+#include "roles/os/process.h"
+#include "roles/plan.h"
+
+namespace onehpc::disk {
+
+inline constexpr char kHomeLabel[] = "ood-home";
+inline constexpr char kHomeDir[] = "/export/home";
+
+/// Ok when `device` can be opened with O_EXCL (nothing mounts, maps or swaps on it); else
+/// kUnsafe saying why.
+using ExclusiveCheck = std::function<Status(const std::string& device)>;
+/// The real check: open(O_RDONLY | O_EXCL | O_CLOEXEC), closed at once.
+Status OpenExclusive(const std::string& device);
+
+/// The device holding a filesystem with `label`, nullopt if none (kUnsafe if several).
+using LabelFinder = std::function<Result<std::optional<std::string>>(const std::string& label)>;
+/// BlockDevices::FindByLabel with kNotFound turned into nullopt.
+LabelFinder FindLabelWith(BlockDevices& devices);
+
+/// The whole disk under the root filesystem ("/dev/vda"), or "" when it cannot be told
+/// (e.g. / on overlayfs in a container). `sys_class_block` is /sys/class/block (tests).
+std::string RootDisk(Mounts& mounts, const std::string& sys_class_block = "/sys/class/block");
+
+enum class HomeSource {
+  kRootDisk,        ///< no data disk: /export/home is a directory on the root disk
+  kReuseLabelled,   ///< an ood-home filesystem exists: mount it as it is
+  kFormatBlank,     ///< a positively blank disk: mkfs.ext4 -F -L ood-home, then mount
+};
+const char* ToString(HomeSource source);
+
+/// What was found on one candidate disk and what that means.
+struct DiskFinding {
+  std::string device;
+  std::string content;  ///< "blank", or what is on it ("ext4 label=data", "gpt partition table")
+  bool blank = false;
+};
+
+struct HomeDiskDecision {
+  HomeSource source = HomeSource::kRootDisk;
+  std::string device;   ///< the ood-home filesystem's device or the blank disk
+  std::string fs_type;  ///< reuse: the probed type; format: "ext4"
+  std::string uuid;     ///< reuse: the probed UUID
+  std::vector<DiskFinding> findings;  ///< every candidate, in device order
+  std::string why;      ///< one line for the plan and the log
+};
+
+struct HomeDiskInputs {
+  std::vector<std::string> candidates;  ///< whole disks, already without root disk and CD
+  std::string label = kHomeLabel;
+  /// Host path of the home mount point (root prefix applied), to recognise "already ours".
+  std::string mount_point = kHomeDir;
+};
+
+/// Probes and decides. Read-only: safe in `one-hpc plan`. kUnsafe (naming the device and its
+/// content) when a candidate holds anything, is mounted or held, or when the labelled
+/// filesystem is mounted somewhere else.
+Result<HomeDiskDecision> DecideHomeDisk(const HomeDiskInputs& inputs, BlockDevices& devices,
+                                        Mounts& mounts, const LabelFinder& find_label,
+                                        const ExclusiveCheck& exclusive);
+
+/// The tools and waits used to format and mount.
+struct HomeDiskTools {
+  ProcessRunner& runner;
+  BlockDevices& devices;
+  Mounts& mounts;
+  Clock& clock;
+  ExclusiveCheck exclusive;
+  Duration mkfs_timeout{600000};  ///< mkfs.ext4 on a large datablock takes a while
+  Duration udev_timeout{30000};   ///< bound for udevadm settle and for the re-probe loop
+};
+
+/// Formats the blank disk of `decision` (kFormatBlank only): re-probes it right before (must
+/// still be blank), checks O_EXCL, runs `mkfs.ext4 -F -L <label> <dev>` (we did the check;
+/// without a tty mkfs.ext4 overwrites silently anyway), waits for udev (bounded) and re-probes
+/// until the label is visible. Returns the new filesystem's UUID.
+Result<std::string> FormatBlankDisk(const HomeDiskDecision& decision, const std::string& label,
+                                    HomeDiskTools& tools);
+
+/// Mounts `device` (type `fs_type`) on `host_mount_point` unless it is already mounted there.
+/// Something else mounted there → kUnsafe. Returns true when it mounted.
+Result<bool> EnsureMounted(const std::string& device, const std::string& fs_type,
+                           const std::string& host_mount_point, Mounts& mounts);
+
+}  // namespace onehpc::disk
+
+#endif  // ONEHPC_ROLES_DISK_HOME_DISK_H_

@@ -1,0 +1,95 @@
+// The NFS exports of the Open OnDemand storage role (/etc/exports.d/one-hpc.exports) and the
+// refresher that keeps the portal's address in them current from OneGate.
+//
+//   /export/home      portal IPs  rw,sync,no_subtree_check,no_root_squash,fsid=1[,mountpoint]
+//                     compute net rw,sync,no_subtree_check,root_squash,fsid=1[,mountpoint]
+//   /export/slurm     portal IPs  rw,sync,no_subtree_check,no_root_squash,fsid=2
+//   /export/software  compute net rw,sync,no_subtree_check,root_squash,fsid=3
+//
+// The management network is never granted; only the portal gets root and the Slurm state.
+// When OneGate fails, the last good portal list (saved in the state file) is kept: a OneGate
+// hiccup never cuts the portal off its homes and its controller state.
+#ifndef ONEHPC_ROLES_NFS_EXPORTS_H_
+#define ONEHPC_ROLES_NFS_EXPORTS_H_
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "context/context_file.h"
+#include "context/onegate.h"
+#include "roles/os/files.h"
+#include "roles/os/process.h"
+#include "roles/plan.h"
+
+namespace onehpc::nfs {
+
+inline constexpr char kExportsFile[] = "/etc/exports.d/one-hpc.exports";
+/// What configure decided (network, home export, disk) and the last good portal list.
+inline constexpr char kStateFile[] = "/var/lib/one-hpc/storage-exports.json";
+inline constexpr char kHomeExport[] = "/export/home";
+inline constexpr char kSlurmExport[] = "/export/slurm";
+inline constexpr char kSoftwareExport[] = "/export/software";
+inline constexpr char kPortalRole[] = "portal";
+
+/// "10.1.0.0/24" from an address and a mask ("255.255.255.0" or "24"); nullopt if invalid.
+std::optional<std::string> NetworkCidr(const std::string& ip, const std::string& mask);
+/// True when `ip` lies inside `cidr`.
+bool CidrContains(const std::string& cidr, const std::string& ip);
+
+/// The compute network of this VM: the last NIC of the context (highest ETHn_IP, as the
+/// Open OnDemand template puts Management on NIC0 and Compute on NIC1) with its ETHn_MASK
+/// (/24 when absent). kInvalidInput naming the variables when there is no IPv4 NIC.
+Result<std::string> ComputeNetwork(const ContextVars& vars);
+
+struct ExportsConfig {
+  std::string compute_net;               ///< CIDR, root_squash clients
+  std::vector<std::string> portal_ips;   ///< no_root_squash clients, sorted, unique
+  bool export_home = true;               ///< false with ONEAPP_HOME_NFS_ENABLED
+  bool home_on_disk = false;             ///< adds `mountpoint` to the home export
+};
+
+/// The exports file for `config` (stable text: same config, same bytes).
+std::string RenderExports(const ExportsConfig& config);
+std::string StateJson(const ExportsConfig& config);
+Result<ExportsConfig> ParseStateJson(const std::string& text);
+
+/// Every NIC address of the VMs of role `portal_role` that lies inside `compute_net`, sorted.
+/// An empty role (portal not deployed yet) gives an empty list. Errors (the refresher then
+/// keeps the last good list): no such role, or a node without VM data (not an extended
+/// document).
+Result<std::vector<std::string>> PortalAddresses(const ServiceInfo& service,
+                                                 const std::string& compute_net,
+                                                 const std::string& portal_role = kPortalRole);
+
+/// Writes the state file and the exports file when they differ (atomically, through the
+/// plan), and runs `exportfs -ra` when the exports changed (or `force_exportfs`). `live` =
+/// false (files under a --root that is not the running system) records a keep instead of
+/// running exportfs, which always acts on the running system. Returns whether the exports
+/// file changed.
+Result<bool> EnsureExports(Plan& plan, Files& files, ProcessRunner& runner,
+                           const ExportsConfig& config, bool force_exportfs = false,
+                           bool live = true);
+
+struct RefreshOutcome {
+  bool changed = false;
+  bool onegate_failed = false;          ///< the last good portal list was kept
+  std::vector<std::string> old_portals;
+  std::vector<std::string> new_portals;
+  std::string onegate_error;
+};
+
+/// One refresher pass: reads the state file, asks `get_service` for the extended service
+/// document, and rewrites the exports when the portal list changed (logging old and new
+/// lists). On a OneGate failure the saved list is kept and the exports are only repaired if
+/// the file differs from it. kNotFound when the state file is missing (not a storage VM).
+Result<RefreshOutcome> RefreshExports(Files& files, ProcessRunner& runner,
+                                      const std::function<Result<ServiceInfo>()>& get_service,
+                                      bool live = true);
+
+}  // namespace onehpc::nfs
+
+#endif  // ONEHPC_ROLES_NFS_EXPORTS_H_

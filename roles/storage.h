@@ -1,0 +1,44 @@
+// The Open OnDemand storage role: the users' homes (on the ood-home disk when one is
+// attached), the Slurm controller state and the software tree, served over NFS to the
+// portal and the compute network. See roles/disk/home_disk.h and roles/nfs/exports.h.
+#ifndef ONEHPC_ROLES_STORAGE_H_
+#define ONEHPC_ROLES_STORAGE_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "context/settings.h"
+#include "roles/disk/home_disk.h"
+#include "roles/role.h"
+
+namespace onehpc {
+
+inline constexpr char kStorageRole[] = "storage";
+inline constexpr char kOpenOnDemandService[] = "Open OnDemand";
+inline constexpr char kExportsRefreshTimer[] = "one-hpc-exports-refresh.timer";
+
+/// What tests replace; the defaults are the real machine.
+struct StorageOptions {
+  disk::ExclusiveCheck exclusive = disk::OpenExclusive;
+  /// Finds the ood-home filesystem; empty = env.block_devices.FindByLabel.
+  disk::LabelFinder find_label;
+  /// Candidate whole disks; empty = env.block_devices.ListDisks minus the root disk.
+  std::function<Result<std::vector<std::string>>(RoleEnv&)> candidates;
+  std::string sys_class_block = "/sys/class/block";
+  /// Run exportfs even when the files are under a --root (tests with a fake runner);
+  /// otherwise exportfs runs only on the real root, as it acts on the running system.
+  bool exportfs_under_root = false;
+};
+
+/// Role "storage" of service "Open OnDemand".
+std::unique_ptr<Role> MakeStorageRole();
+std::unique_ptr<Role> MakeStorageRole(StorageOptions options);
+
+/// The storage role's settings (ONEAPP_HOME_NFS_ENABLED).
+std::vector<SettingSpec> StorageSettings();
+
+}  // namespace onehpc
+
+#endif  // ONEHPC_ROLES_STORAGE_H_

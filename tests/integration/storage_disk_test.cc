@@ -1,0 +1,370 @@
+// The storage role's ood-home decisions on REAL loop devices with the real mkfs, libblkid and
+// libmount, and the whole storage role run under a temporary --root (systemctl and exportfs
+// answered by a fake; everything touching the disks is real). Every refused case checks that
+// the device's bytes are unchanged. Root only (skips otherwise).
+#include <fcntl.h>
+#include <sys/mount.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <set>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "common/log.h"
+#include "roles/disk/home_disk.h"
+#include "roles/nfs/exports.h"
+#include "roles/os/block_devices.h"
+#include "roles/os/files.h"
+#include "roles/os/mounts.h"
+#include "roles/os/systemd.h"
+#include "roles/storage.h"
+#include "tests/integration/loop_devices.h"
+
+namespace onehpc {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+using testing::HaveProgram;
+using testing::LoopDevices;
+
+constexpr std::uint64_t kMiB = 1024 * 1024;
+
+/// FNV-1a over the whole device: "the image is unchanged".
+std::uint64_t Checksum(const std::string& device) {
+  int fd = ::open(device.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  std::uint64_t h = 1469598103934665603ull;
+  std::vector<char> buf(1 << 20);
+  ssize_t n;
+  while ((n = ::read(fd, buf.data(), buf.size())) > 0) {
+    for (ssize_t i = 0; i < n; ++i) {
+      h ^= static_cast<unsigned char>(buf[i]);
+      h *= 1099511628211ull;
+    }
+  }
+  ::close(fd);
+  return h;
+}
+
+class StorageDiskTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string reason = LoopDevices::SkipReason();
+    if (!reason.empty()) GTEST_SKIP() << reason;
+    loops_ = std::make_unique<LoopDevices>();
+    auto probe = loops_->Attach(kMiB);
+    if (!probe) GTEST_SKIP() << "loop devices unavailable: " << probe.error().message;
+    root_ = loops_->dir() + "/root";
+    std::filesystem::create_directories(root_ + "/etc/systemd/system");
+    files_ = std::make_unique<Files>(root_);
+    // Real tools for the disks; systemctl and exportfs answered here (no systemd, no nfsd).
+    for (const char* tool : {"mkfs.ext4", "udevadm"}) {
+      fake_.On({tool}, [this](const Command& c) {
+        auto r = real_.Run(c);
+        if (!r) return ProcessResult{127, 0, false, "", r.error().message};
+        return *r;
+      });
+    }
+    fake_.On({"systemctl", "is-active"}, [this](const Command& c) {
+      return ProcessResult{active_.count(c.argv.back()) ? 0 : 3, 0, false, "", ""};
+    });
+    fake_.On({"systemctl", "--no-block", "start"}, [this](const Command& c) {
+      active_.insert(c.argv.back());
+      return ProcessResult{0, 0, false, "", ""};
+    });
+    fake_.On({"systemctl", "enable"}, [this](const Command& c) {
+      const std::string& unit = c.argv.back();
+      std::string target = unit.find(".timer") != std::string::npos   ? "timers.target"
+                           : unit.find(".mount") != std::string::npos ? "local-fs.target"
+                                                                      : "multi-user.target";
+      std::string dir = root_ + "/etc/systemd/system/" + target + ".wants";
+      std::filesystem::create_directories(dir);
+      std::ofstream(dir + "/" + unit) << "enabled\n";
+      return ProcessResult{0, 0, false, "", ""};
+    });
+    fake_.SetDefault(ProcessResult{0, 0, false, "", ""});
+  }
+  void TearDown() override {
+    if (!root_.empty()) {
+      while (::umount2((root_ + "/export/home").c_str(), MNT_DETACH) == 0) {
+      }
+    }
+    for (const auto& m : extra_mounts_) ::umount2(m.c_str(), MNT_DETACH);
+    loops_.reset();
+  }
+
+  std::string Disk(std::uint64_t size = 64 * kMiB) {
+    auto device = loops_->Attach(size);
+    EXPECT_TRUE(device) << device.error().message;
+    if (device) disks_.push_back(*device);
+    return device ? *device : "";
+  }
+  void Tool(std::vector<std::string> argv, std::string stdin_data = "") {
+    auto r = loops_->Run(std::move(argv), std::move(stdin_data));
+    ASSERT_TRUE(r) << r.error().message;
+  }
+  // Looks for the label only on this test's devices (other loop devices on the machine are
+  // none of our business).
+  disk::LabelFinder OurLabels() {
+    return [this](const std::string& label) -> Result<std::optional<std::string>> {
+      for (const auto& d : disks_) {
+        auto p = devices_.Probe(d);
+        if (p && !p->ambivalent && !p->fs_type.empty() && p->label == label) {
+          return std::optional<std::string>(d);
+        }
+      }
+      return std::optional<std::string>();
+    };
+  }
+  Result<disk::HomeDiskDecision> Decide() {
+    disk::HomeDiskInputs in;
+    in.candidates = disks_;
+    in.mount_point = root_ + "/export/home";
+    return disk::DecideHomeDisk(in, devices_, mounts_, OurLabels(), disk::OpenExclusive);
+  }
+  // The whole storage role, apply mode, under root_.
+  Status RunRole() {
+    StorageOptions o;
+    o.exportfs_under_root = true;  // answered by the fake runner
+    o.find_label = OurLabels();
+    o.candidates = [this](RoleEnv&) -> Result<std::vector<std::string>> { return disks_; };
+    auto role = MakeStorageRole(o);
+    LoadedContext context;
+    context.vars = {{"ETH0_IP", "192.168.1.10"}, {"ETH1_IP", "10.1.0.3"},
+                    {"ETH1_MASK", "255.255.255.0"}};
+    auto settings = Settings::Resolve(role->Settings(), context.vars);
+    EXPECT_TRUE(settings);
+    plan_ = std::make_unique<Plan>(PlanMode::kApply);
+    SystemctlSystemd systemd(fake_);
+    RoleEnv env{context, *settings, nullptr, fake_, *files_, systemd, devices_, mounts_,
+                clock_, *plan_, nullptr};
+    return role->Configure(env);
+  }
+  void ExpectRefused(const std::string& dev, const std::string& needle) {
+    std::uint64_t before = Checksum(dev);
+    auto d = Decide();
+    ASSERT_FALSE(d) << "not refused: " << (d ? d->why : "");
+    EXPECT_EQ(d.error().kind, ErrorKind::kUnsafe);
+    EXPECT_THAT(d.error().message, HasSubstr(dev));
+    EXPECT_THAT(d.error().message, HasSubstr(needle));
+    // The whole role refuses too, and writes nothing to the disk.
+    auto s = RunRole();
+    ASSERT_FALSE(s);
+    EXPECT_EQ(s.error().kind, ErrorKind::kUnsafe);
+    EXPECT_THAT(s.error().message, HasSubstr(needle));
+    EXPECT_EQ(Checksum(dev), before) << dev << " was modified";
+    auto m = mounts_.FindBySource(dev);
+    ASSERT_TRUE(m);
+    for (const auto& e : *m) EXPECT_NE(e.target, root_ + "/export/home");
+  }
+
+  std::unique_ptr<LoopDevices> loops_;
+  std::vector<std::string> disks_;
+  std::vector<std::string> extra_mounts_;
+  std::string root_;
+  std::unique_ptr<Files> files_;
+  BlkidBlockDevices devices_{true};
+  LibmountMounts mounts_;
+  RealProcessRunner real_;
+  FakeProcessRunner fake_;
+  RealClock clock_;
+  std::set<std::string> active_;
+  std::unique_ptr<Plan> plan_;
+};
+
+TEST_F(StorageDiskTest, BlankIsFormattedLabelledMountedAndConverges) {
+  std::string dev = Disk();
+  ASSERT_TRUE(RunRole()) << plan_->Render();
+  auto p = devices_.Probe(dev);
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->fs_type, "ext4");
+  EXPECT_EQ(p->label, "ood-home");
+  auto m = mounts_.FindByTarget(root_ + "/export/home");
+  ASSERT_TRUE(m && m->has_value());
+  EXPECT_EQ((*m)->fs_type, "ext4");
+  std::string unit = *files_->Read("/etc/systemd/system/export-home.mount");
+  EXPECT_THAT(unit, HasSubstr("What=/dev/disk/by-uuid/" + p->uuid));
+  EXPECT_THAT(*files_->Read(nfs::kExportsFile), HasSubstr("fsid=1,mountpoint)"));
+  // A home lands on the disk.
+  std::ofstream(root_ + "/export/home/alice.txt") << "alice's data\n";
+
+  // Second run: nothing changes, no mkfs.
+  auto plan_before = fake_.commands().size();
+  ASSERT_TRUE(RunRole()) << plan_->Render();
+  for (const auto& a : plan_->actions()) {
+    EXPECT_EQ(a.outcome, PlannedAction::Outcome::kKept) << a.what;
+  }
+  for (size_t i = plan_before; i < fake_.commands().size(); ++i) {
+    EXPECT_NE(fake_.commands()[i].argv[0], "mkfs.ext4");
+  }
+
+  // Power loss after mkfs, before the mount was persisted: unmount, drop the unit, rerun.
+  ASSERT_EQ(::umount2((root_ + "/export/home").c_str(), 0), 0);
+  ASSERT_TRUE(files_->Remove("/etc/systemd/system/export-home.mount"));
+  ASSERT_TRUE(RunRole()) << plan_->Render();
+  auto again = devices_.Probe(dev);
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->uuid, p->uuid);  // not formatted twice
+  std::ifstream in(root_ + "/export/home/alice.txt");
+  std::string line;
+  std::getline(in, line);
+  EXPECT_EQ(line, "alice's data");
+}
+
+TEST_F(StorageDiskTest, LabelledDiskIsMountedAsIsWithItsFiles) {
+  std::string dev = Disk();
+  Tool({"mkfs.ext4", "-q", "-F", "-L", "ood-home", dev});
+  // Put a home on it through a temporary mount.
+  std::string tmp = loops_->dir() + "/prep";
+  std::filesystem::create_directories(tmp);
+  ASSERT_TRUE(mounts_.Mount({dev, tmp, "ext4", ""}));
+  std::filesystem::create_directories(tmp + "/bob");
+  std::ofstream(tmp + "/bob/notes.txt") << "keep me\n";
+  ASSERT_EQ(::umount2(tmp.c_str(), 0), 0);
+  std::string uuid = devices_.Probe(dev)->uuid;
+
+  auto d = Decide();
+  ASSERT_TRUE(d) << d.error().message;
+  EXPECT_EQ(d->source, disk::HomeSource::kReuseLabelled);
+  ASSERT_TRUE(RunRole()) << plan_->Render();
+  for (const auto& c : fake_.commands()) EXPECT_NE(c.argv[0], "mkfs.ext4");
+  EXPECT_EQ(devices_.Probe(dev)->uuid, uuid);
+  std::ifstream in(root_ + "/export/home/bob/notes.txt");
+  std::string line;
+  std::getline(in, line);
+  EXPECT_EQ(line, "keep me");
+}
+
+TEST_F(StorageDiskTest, Ext4WithAnotherLabelRefused) {
+  std::string dev = Disk();
+  Tool({"mkfs.ext4", "-q", "-F", "-L", "scratch", dev});
+  ExpectRefused(dev, "ext4");
+}
+
+TEST_F(StorageDiskTest, XfsRefused) {
+  if (!HaveProgram("mkfs.xfs")) GTEST_SKIP() << "mkfs.xfs missing (Debian package xfsprogs)";
+  std::string dev = Disk(320 * kMiB);
+  Tool({"mkfs.xfs", "-q", "-f", "-L", "data", dev});
+  ExpectRefused(dev, "xfs");
+}
+
+TEST_F(StorageDiskTest, VfatRefused) {
+  if (!HaveProgram("mkfs.vfat")) GTEST_SKIP() << "mkfs.vfat missing (Debian package dosfstools)";
+  std::string dev = Disk();
+  Tool({"mkfs.vfat", "-n", "DATA", dev});
+  ExpectRefused(dev, "vfat");
+}
+
+TEST_F(StorageDiskTest, SwapRefused) {
+  std::string dev = Disk();
+  Tool({"mkswap", "-f", "-L", "swap1", dev});
+  ExpectRefused(dev, "swap");
+}
+
+TEST_F(StorageDiskTest, LuksRefused) {
+  if (!HaveProgram("cryptsetup")) GTEST_SKIP() << "cryptsetup missing (Debian package cryptsetup-bin)";
+  std::string dev = Disk();
+  Tool({"cryptsetup", "luksFormat", "--batch-mode", "--type", "luks2", "--pbkdf", "pbkdf2",
+        "--pbkdf-force-iterations", "1000", "--key-file", "-", dev},
+       "not-a-real-secret");
+  ExpectRefused(dev, "crypto_LUKS");
+}
+
+TEST_F(StorageDiskTest, LvmPhysicalVolumeRefused) {
+  if (!HaveProgram("pvcreate")) GTEST_SKIP() << "pvcreate missing (Debian package lvm2)";
+  std::string dev = Disk();
+  auto r = loops_->Run({"pvcreate", "-ff", "-y", "--devices", dev, "--config",
+                        "activation { udev_sync = 0 udev_rules = 0 }", dev});
+  if (!r) GTEST_SKIP() << "pvcreate cannot run here: " << r.error().message;
+  ExpectRefused(dev, "LVM2_member");
+}
+
+TEST_F(StorageDiskTest, MbrTableRefused) {
+  if (!HaveProgram("sfdisk")) GTEST_SKIP() << "sfdisk missing (Debian package fdisk)";
+  std::string dev = Disk();
+  Tool({"sfdisk", "--no-reread", "--no-tell-kernel", dev}, "label: dos\n,16M,L\n");
+  ExpectRefused(dev, "dos partition table");
+}
+
+TEST_F(StorageDiskTest, GptTableRefused) {
+  if (!HaveProgram("sfdisk")) GTEST_SKIP() << "sfdisk missing (Debian package fdisk)";
+  std::string dev = Disk();
+  Tool({"sfdisk", "--no-reread", "--no-tell-kernel", dev}, "label: gpt\n,16M,L\n");
+  ExpectRefused(dev, "gpt");
+}
+
+TEST_F(StorageDiskTest, GptBackupHeaderOnlyRefused) {
+  if (!HaveProgram("sfdisk")) GTEST_SKIP() << "sfdisk missing (Debian package fdisk)";
+  std::string dev = Disk();
+  Tool({"sfdisk", "--no-reread", "--no-tell-kernel", dev}, "label: gpt\n,16M,L\n");
+  ASSERT_TRUE(loops_->WriteAt(dev, 0, std::string(kMiB, '\0')));
+  // Found at the end of the disk (libblkid's forced GPT probe, or our own backup-header read).
+  ExpectRefused(dev, "gpt");
+}
+
+TEST_F(StorageDiskTest, RandomBytesRefused) {
+  std::string dev = Disk();
+  std::mt19937 rng(4242);
+  std::string noise(4096, '\0');
+  for (auto& c : noise) c = static_cast<char>(rng());
+  ASSERT_TRUE(loops_->WriteAt(dev, 0, noise));
+  ExpectRefused(dev, "");
+}
+
+TEST_F(StorageDiskTest, DiskMountedElsewhereRefused) {
+  std::string dev = Disk();
+  Tool({"mkfs.ext4", "-q", "-F", "-L", "busy", dev});
+  std::string elsewhere = loops_->dir() + "/elsewhere";
+  std::filesystem::create_directories(elsewhere);
+  ASSERT_TRUE(mounts_.Mount({dev, elsewhere, "ext4", "ro"}));
+  extra_mounts_.push_back(elsewhere);
+  ExpectRefused(dev, "mounted on " + elsewhere);
+}
+
+TEST_F(StorageDiskTest, LabelledDiskMountedElsewhereRefused) {
+  std::string dev = Disk();
+  Tool({"mkfs.ext4", "-q", "-F", "-L", "ood-home", dev});
+  std::string elsewhere = loops_->dir() + "/elsewhere";
+  std::filesystem::create_directories(elsewhere);
+  ASSERT_TRUE(mounts_.Mount({dev, elsewhere, "ext4", "ro"}));
+  extra_mounts_.push_back(elsewhere);
+  auto d = Decide();
+  ASSERT_FALSE(d);
+  EXPECT_EQ(d.error().kind, ErrorKind::kUnsafe);
+  EXPECT_THAT(d.error().message, HasSubstr("already mounted on " + elsewhere));
+}
+
+TEST_F(StorageDiskTest, TwoBlankDisksDeterministicChoice) {
+  std::string a = Disk();
+  std::string b = Disk();
+  std::string first = std::min(a, b);
+  std::string second = std::max(a, b);
+  std::uint64_t untouched = Checksum(second);
+  log::Capture logs;
+  ASSERT_TRUE(RunRole()) << plan_->Render();
+  EXPECT_EQ(devices_.Probe(first)->label, "ood-home");
+  EXPECT_TRUE(devices_.Probe(second)->blank());
+  EXPECT_EQ(Checksum(second), untouched);
+  EXPECT_TRUE(logs.Contains("the first by name is chosen"));
+}
+
+TEST_F(StorageDiskTest, DataDiskNextToBlankOneRefusedBothUntouched) {
+  std::string a = Disk();
+  std::string b = Disk();
+  Tool({"mkfs.ext4", "-q", "-F", "-L", "other", b});
+  std::uint64_t sum_a = Checksum(a);
+  std::uint64_t sum_b = Checksum(b);
+  auto s = RunRole();
+  ASSERT_FALSE(s);
+  EXPECT_EQ(s.error().kind, ErrorKind::kUnsafe);
+  EXPECT_EQ(Checksum(a), sum_a);
+  EXPECT_EQ(Checksum(b), sum_b);
+}
+
+}  // namespace
+}  // namespace onehpc

@@ -1,0 +1,722 @@
+// The Open OnDemand storage role on a fake machine: every home-disk decision (fake libblkid
+// probes, fake mounts, fake O_EXCL), the exports rendering and the refresher.
+#include "roles/storage.h"
+
+#include <sys/stat.h>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "common/log.h"
+#include "roles/disk/home_disk.h"
+#include "roles/disk/mount_unit.h"
+#include "roles/nfs/exports.h"
+#include "tests/unit/slurm_test_fakes.h"
+
+namespace onehpc {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+using slurmtest::Exit;
+using slurmtest::FakeMachine;
+
+// ---- fakes -------------------------------------------------------------------------------
+
+class FakeDisks : public BlockDevices {
+ public:
+  std::map<std::string, DeviceProbe> probes;
+  std::vector<std::string> writes;  // devices mkfs ran on
+
+  void Blank(const std::string& dev, std::uint64_t size = 1ull << 30) {
+    DeviceProbe p;
+    p.device = dev;
+    p.size = size;
+    probes[dev] = p;
+  }
+  void Fs(const std::string& dev, const std::string& type, const std::string& label,
+          const std::string& uuid = "11111111-2222-3333-4444-555555555555") {
+    DeviceProbe p;
+    p.device = dev;
+    p.size = 1ull << 30;
+    p.fs_type = type;
+    p.fs_usage = "filesystem";
+    p.label = label;
+    p.uuid = uuid;
+    p.signatures = {type + (label.empty() ? "" : " label=" + label) + " uuid=" + uuid};
+    probes[dev] = p;
+  }
+  void Signature(const std::string& dev, const std::string& signature,
+                 const std::string& pt_type = "", bool ambivalent = false) {
+    DeviceProbe p;
+    p.device = dev;
+    p.size = 1ull << 30;
+    p.pt_type = pt_type;
+    p.ambivalent = ambivalent;
+    if (!signature.empty()) p.signatures = {signature};
+    probes[dev] = p;
+  }
+  Result<std::vector<std::string>> ListDisks(bool) override {
+    std::vector<std::string> out;
+    for (const auto& [d, p] : probes) out.push_back(d);
+    return out;
+  }
+  Result<DeviceProbe> Probe(const std::string& device) override {
+    auto it = probes.find(device);
+    if (it == probes.end()) return Fail(ErrorKind::kNotFound, "no " + device);
+    return it->second;
+  }
+  Result<std::string> FindByLabel(const std::string& label) override {
+    std::vector<std::string> found;
+    for (const auto& [d, p] : probes) {
+      if (!p.ambivalent && !p.fs_type.empty() && p.label == label) found.push_back(d);
+    }
+    if (found.empty()) return Fail(ErrorKind::kNotFound, "no label " + label);
+    if (found.size() > 1) return Fail(ErrorKind::kUnsafe, "label on several devices");
+    return found.front();
+  }
+};
+
+class FakeMounts : public Mounts {
+ public:
+  std::vector<MountEntry> table;
+  int mounts = 0;
+  Result<std::optional<MountEntry>> FindByTarget(const std::string& target) override {
+    for (auto it = table.rbegin(); it != table.rend(); ++it) {
+      if (it->target == target) return std::optional<MountEntry>(*it);
+    }
+    return std::optional<MountEntry>();
+  }
+  Result<std::vector<MountEntry>> FindBySource(const std::string& source) override {
+    std::vector<MountEntry> out;
+    for (const auto& e : table) {
+      if (e.source == source) out.push_back(e);
+    }
+    return out;
+  }
+  Status Mount(const MountEntry& entry) override {
+    ++mounts;
+    table.push_back(entry);
+    return Ok();
+  }
+  Status Unmount(const std::string& target) override {
+    table.erase(std::remove_if(table.begin(), table.end(),
+                               [&](const MountEntry& e) { return e.target == target; }),
+                table.end());
+    return Ok();
+  }
+};
+
+// ---- the role on a fake machine ------------------------------------------------------------
+
+class StorageTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    vars_ = {{"ETH0_IP", "192.168.1.10"}, {"ETH0_MASK", "255.255.255.0"},
+             {"ETH1_IP", "10.1.0.3"},     {"ETH1_MASK", "255.255.255.0"}};
+    m_.runner.On({"mkfs.ext4"}, [this](const Command& c) {
+      const std::string& dev = c.argv.back();
+      disks_.writes.push_back(dev);
+      disks_.Fs(dev, "ext4", c.argv.at(4), "aaaaaaaa-0000-0000-0000-00000000000" +
+                                                std::to_string(disks_.writes.size()));
+      return Exit(0);
+    });
+    m_.runner.On({"exportfs"}, Exit(0));
+    m_.runner.On({"systemctl", "daemon-reload"}, Exit(0));
+    m_.runner.On({"systemctl", "enable"}, [this](const Command& c) {
+      const std::string& unit = c.argv[2];
+      std::string target = unit.find(".timer") != std::string::npos   ? "timers.target"
+                           : unit.find(".mount") != std::string::npos ? "local-fs.target"
+                                                                      : "multi-user.target";
+      m_.Write("/etc/systemd/system/" + target + ".wants/" + unit, "enabled\n");
+      return Exit(0);
+    });
+  }
+
+  StorageOptions Options() {
+    StorageOptions o;
+    o.exportfs_under_root = true;  // the fake runner answers exportfs
+    o.exclusive = [this](const std::string& dev) -> Status {
+      if (busy_.count(dev)) return Fail(ErrorKind::kUnsafe, dev + " is in use (held)");
+      return Ok();
+    };
+    o.candidates = [this](RoleEnv&) -> Result<std::vector<std::string>> {
+      std::vector<std::string> out;
+      for (const auto& [d, p] : disks_.probes) {
+        if (d != "/dev/vda") out.push_back(d);
+      }
+      return out;
+    };
+    return o;
+  }
+
+  struct Run {
+    std::unique_ptr<slurmtest::RoleRun> run;
+    Status status;
+  };
+  Run Configure(PlanMode mode = PlanMode::kApply) {
+    role_ = MakeStorageRole(Options());
+    Run r;
+    r.run = std::make_unique<slurmtest::RoleRun>(m_, *role_, vars_, nullptr, mode);
+    // Use our disk and mount fakes instead of the Slurm stubs.
+    r.run->env = std::make_unique<RoleEnv>(RoleEnv{r.run->context, *r.run->settings, onegate_,
+                                                   m_.runner, *m_.files, m_.systemd, disks_,
+                                                   mounts_, m_.clock, r.run->plan,
+                                                   &r.run->publish});
+    r.status = role_->Configure(*r.run->env);
+    return r;
+  }
+  Run MustConfigure(PlanMode mode = PlanMode::kApply) {
+    Run r = Configure(mode);
+    EXPECT_TRUE(r.status) << (r.status ? "" : r.status.error().message) << "\n"
+                          << r.run->plan.Render();
+    return r;
+  }
+  std::string HomeHost() const { return m_.root + "/export/home"; }
+  bool Ran(const std::string& prefix) const {
+    for (const auto& a : m_.runner.Argvs()) {
+      if (a.rfind(prefix, 0) == 0) return true;
+    }
+    return false;
+  }
+  void ExpectRefusedUntouched(const std::string& needle) {
+    Run r = Configure();
+    ASSERT_FALSE(r.status) << r.run->plan.Render();
+    EXPECT_EQ(r.status.error().kind, ErrorKind::kUnsafe);
+    EXPECT_THAT(r.status.error().message, HasSubstr(needle));
+    EXPECT_THAT(r.status.error().message, HasSubstr("/dev/vdb"));
+    EXPECT_TRUE(disks_.writes.empty());
+    EXPECT_FALSE(Ran("mkfs"));
+    EXPECT_EQ(mounts_.mounts, 0);
+    EXPECT_FALSE(m_.Exists(nfs::kExportsFile));
+  }
+
+  FakeMachine m_;
+  FakeDisks disks_;
+  FakeMounts mounts_;
+  std::set<std::string> busy_;
+  OneGateClient* onegate_ = nullptr;
+  ContextVars vars_;
+  std::unique_ptr<Role> role_;
+};
+
+TEST_F(StorageTest, Identity) {
+  auto role = MakeStorageRole();
+  EXPECT_EQ(role->Name(), "storage");
+  EXPECT_EQ(role->Service(), "Open OnDemand");
+  auto bad = Settings::Resolve(role->Settings(), {{"ONEAPP_HOME_NFS_ENABLED", "maybe"}});
+  ASSERT_FALSE(bad);
+  EXPECT_THAT(bad.error().message, HasSubstr("ONEAPP_HOME_NFS_ENABLED"));
+  EXPECT_THAT(bad.error().message, HasSubstr("maybe"));
+}
+
+TEST_F(StorageTest, NoDataDiskHomesOnRootDisk) {
+  disks_.Fs("/dev/vda", "ext4", "root");  // excluded as the root disk
+  auto r = MustConfigure();
+  EXPECT_FALSE(Ran("mkfs"));
+  EXPECT_EQ(mounts_.mounts, 0);
+  EXPECT_TRUE(m_.Exists("/export/home"));
+  EXPECT_TRUE(m_.Exists("/export/slurm"));
+  EXPECT_TRUE(m_.Exists("/export/software"));
+  std::string exports = m_.Read(nfs::kExportsFile);
+  EXPECT_THAT(exports, HasSubstr("/export/home 10.1.0.0/24(rw,sync,no_subtree_check,root_squash,fsid=1)\n"));
+  EXPECT_THAT(exports, Not(HasSubstr("mountpoint")));
+  EXPECT_FALSE(m_.Exists("/etc/systemd/system/export-home.mount"));
+  EXPECT_TRUE(Ran("exportfs -ra"));
+  EXPECT_TRUE(m_.Exists("/etc/systemd/system/timers.target.wants/one-hpc-exports-refresh.timer"));
+}
+
+TEST_F(StorageTest, BlankDiskIsFormattedMountedPersisted) {
+  disks_.Blank("/dev/vdb");
+  log::Capture logs;
+  auto r = MustConfigure();
+  EXPECT_EQ(disks_.writes, std::vector<std::string>{"/dev/vdb"});
+  EXPECT_TRUE(Ran("mkfs.ext4 -F -q -L ood-home /dev/vdb"));
+  ASSERT_EQ(mounts_.table.size(), 1u);
+  EXPECT_EQ(mounts_.table[0].source, "/dev/vdb");
+  EXPECT_EQ(mounts_.table[0].target, HomeHost());
+  std::string unit = m_.Read("/etc/systemd/system/export-home.mount");
+  EXPECT_THAT(unit, HasSubstr("What=/dev/disk/by-uuid/aaaaaaaa-0000-0000-0000-000000000001\n"));
+  EXPECT_THAT(unit, HasSubstr("Where=/export/home\n"));
+  EXPECT_THAT(unit, HasSubstr("Before=nfs-server.service\n"));
+  EXPECT_THAT(m_.Read("/etc/systemd/system/nfs-server.service.d/50-one-hpc-home.conf"),
+              HasSubstr("RequiresMountsFor=/export/home\n"));
+  EXPECT_TRUE(m_.Exists("/etc/systemd/system/"
+                        "dev-disk-by\\x2duuid-aaaaaaaa\\x2d0000\\x2d0000\\x2d0000\\x2d000000000001"
+                        ".device.d/50-one-hpc-timeout.conf"));
+  EXPECT_THAT(m_.Read(nfs::kExportsFile),
+              HasSubstr("/export/home 10.1.0.0/24(rw,sync,no_subtree_check,root_squash,fsid=1,mountpoint)"));
+  EXPECT_TRUE(logs.Contains("disk /dev/vdb: blank"));
+}
+
+TEST_F(StorageTest, RerunChangesNothing) {
+  disks_.Blank("/dev/vdb");
+  MustConfigure();
+  size_t commands = m_.runner.commands().size();
+  auto second = MustConfigure();
+  EXPECT_TRUE(second.run->Changes().empty()) << second.run->plan.Render();
+  EXPECT_EQ(disks_.writes.size(), 1u);
+  EXPECT_EQ(mounts_.mounts, 1);
+  for (size_t i = commands; i < m_.runner.commands().size(); ++i) {
+    std::string a = log::QuoteArgv(m_.runner.commands()[i].argv);
+    EXPECT_EQ(a.rfind("systemctl is-active", 0), 0u) << a;
+  }
+}
+
+TEST_F(StorageTest, LabelledDiskIsReusedNeverFormatted) {
+  disks_.Fs("/dev/vdc", "ext4", "ood-home", "cccccccc-0000-0000-0000-000000000000");
+  disks_.Blank("/dev/vdb");  // the label wins over a blank disk
+  auto r = MustConfigure();
+  EXPECT_FALSE(Ran("mkfs"));
+  ASSERT_EQ(mounts_.table.size(), 1u);
+  EXPECT_EQ(mounts_.table[0].source, "/dev/vdc");
+  EXPECT_EQ(mounts_.table[0].fs_type, "ext4");
+  EXPECT_THAT(m_.Read("/etc/systemd/system/export-home.mount"),
+              HasSubstr("What=/dev/disk/by-uuid/cccccccc-0000-0000-0000-000000000000"));
+}
+
+TEST_F(StorageTest, LabelledPartitionIsReused) {
+  disks_.Signature("/dev/vdb", "gpt partition table", "gpt");
+  disks_.Fs("/dev/vdb1", "ext4", "ood-home");
+  // The label anywhere wins, also on a partition of a partitioned disk.
+  auto r = MustConfigure();
+  EXPECT_FALSE(Ran("mkfs"));
+  ASSERT_EQ(mounts_.table.size(), 1u);
+  EXPECT_EQ(mounts_.table[0].source, "/dev/vdb1");
+}
+
+TEST_F(StorageTest, ContextImageAttachedAsDiskIsSkipped) {
+  disks_.Fs("/dev/vdb", "iso9660", "CONTEXT");
+  disks_.Blank("/dev/vdc");
+  MustConfigure();
+  EXPECT_EQ(disks_.writes, std::vector<std::string>{"/dev/vdc"});
+}
+
+TEST_F(StorageTest, ForeignFilesystemRefused) {
+  disks_.Fs("/dev/vdb", "xfs", "data");
+  ExpectRefusedUntouched("xfs label=data");
+}
+
+TEST_F(StorageTest, Ext4WithOtherLabelRefused) {
+  disks_.Fs("/dev/vdb", "ext4", "backup");
+  ExpectRefusedUntouched("ext4 label=backup");
+}
+
+TEST_F(StorageTest, PartitionTableRefused) {
+  disks_.Signature("/dev/vdb", "dos partition table", "dos");
+  ExpectRefusedUntouched("dos partition table");
+}
+
+TEST_F(StorageTest, BackupGptOnlyRefused) {
+  disks_.Signature("/dev/vdb", "gpt backup header (no primary) offset=1073741312");
+  ExpectRefusedUntouched("gpt backup header");
+}
+
+TEST_F(StorageTest, LvmRaidLuksSwapRefused) {
+  for (const char* sig : {"LVM2_member usage=raid", "linux_raid_member usage=raid",
+                          "crypto_LUKS usage=crypto", "swap usage=other label=swap1"}) {
+    SCOPED_TRACE(sig);
+    disks_.probes.clear();
+    disks_.Signature("/dev/vdb", sig);
+    ExpectRefusedUntouched(sig);
+  }
+}
+
+TEST_F(StorageTest, AmbivalentRefused) {
+  disks_.Signature("/dev/vdb", "", "", /*ambivalent=*/true);
+  ExpectRefusedUntouched("ambivalent");
+}
+
+TEST_F(StorageTest, UnknownDataRefused) {
+  disks_.Signature("/dev/vdb", "unknown data (non-zero bytes in the first MiB)");
+  ExpectRefusedUntouched("unknown data");
+}
+
+TEST_F(StorageTest, MountedBlankRefused) {
+  disks_.Blank("/dev/vdb");
+  mounts_.table.push_back({"/dev/vdb", "/mnt/other", "ext4", "rw"});
+  ExpectRefusedUntouched("mounted on /mnt/other");
+}
+
+TEST_F(StorageTest, HeldBlankRefused) {
+  disks_.Blank("/dev/vdb");
+  busy_.insert("/dev/vdb");
+  ExpectRefusedUntouched("in use");
+}
+
+TEST_F(StorageTest, SeveralDataDisksNeverGuess) {
+  disks_.Fs("/dev/vdb", "ext4", "one");
+  disks_.Fs("/dev/vdc", "ext4", "two");
+  ExpectRefusedUntouched("/dev/vdc: ext4 label=two");
+}
+
+TEST_F(StorageTest, BlankAndDataDiskRefused) {
+  disks_.Blank("/dev/vdc");
+  disks_.Fs("/dev/vdb", "ext4", "data");
+  ExpectRefusedUntouched("/dev/vdb: ext4 label=data");
+}
+
+TEST_F(StorageTest, SeveralBlankDisksFirstByNameLogged) {
+  disks_.Blank("/dev/vdd");
+  disks_.Blank("/dev/vdc");
+  log::Capture logs;
+  MustConfigure();
+  EXPECT_EQ(disks_.writes, std::vector<std::string>{"/dev/vdc"});
+  EXPECT_TRUE(logs.Contains("2 blank disks (/dev/vdc, /dev/vdd): the first by name is chosen"));
+  EXPECT_TRUE(disks_.probes["/dev/vdd"].blank());
+}
+
+TEST_F(StorageTest, CrashAfterMkfsBeforeMountConverges) {
+  disks_.Blank("/dev/vdb");
+  // The first boot got as far as mkfs: the disk has the label, nothing is mounted or persisted.
+  disks_.Fs("/dev/vdb", "ext4", "ood-home", "dddddddd-0000-0000-0000-000000000000");
+  auto r = MustConfigure();
+  EXPECT_FALSE(Ran("mkfs"));
+  ASSERT_EQ(mounts_.table.size(), 1u);
+  EXPECT_EQ(mounts_.table[0].source, "/dev/vdb");
+  EXPECT_TRUE(m_.Exists("/etc/systemd/system/export-home.mount"));
+}
+
+TEST_F(StorageTest, CrashAfterMountBeforeUnitsConverges) {
+  disks_.Blank("/dev/vdb");
+  MustConfigure();
+  // Power loss: the mount is gone and the units were never written.
+  mounts_.table.clear();
+  std::filesystem::remove(m_.root + "/etc/systemd/system/export-home.mount");
+  auto r = MustConfigure();
+  EXPECT_EQ(disks_.writes.size(), 1u);  // formatted once
+  EXPECT_EQ(mounts_.mounts, 2);
+  EXPECT_TRUE(m_.Exists("/etc/systemd/system/export-home.mount"));
+}
+
+TEST_F(StorageTest, HomeDiskMissingLaterIsRefusedNotReplaced) {
+  disks_.Blank("/dev/vdb");
+  MustConfigure();
+  // The persistent disk is detached; the VM reboots with no disk, then with a new blank one.
+  disks_.probes.clear();
+  mounts_.table.clear();
+  for (bool with_blank : {false, true}) {
+    SCOPED_TRACE(with_blank ? "a new blank disk" : "no disk");
+    if (with_blank) disks_.Blank("/dev/vdc");
+    auto r = Configure();
+    ASSERT_FALSE(r.status);
+    EXPECT_EQ(r.status.error().kind, ErrorKind::kUnsafe);
+    EXPECT_THAT(r.status.error().message,
+                HasSubstr("ood-home filesystem /dev/disk/by-uuid/aaaaaaaa-0000-0000-0000-000000000001"));
+    EXPECT_THAT(r.status.error().message, HasSubstr("not attached now"));
+    EXPECT_EQ(disks_.writes.size(), 1u);
+    EXPECT_TRUE(mounts_.table.empty());
+  }
+  // Re-attached: mounted again, nothing formatted.
+  disks_.probes.clear();
+  disks_.Fs("/dev/vdd", "ext4", "ood-home", "aaaaaaaa-0000-0000-0000-000000000001");
+  MustConfigure();
+  ASSERT_EQ(mounts_.table.size(), 1u);
+  EXPECT_EQ(mounts_.table[0].source, "/dev/vdd");
+}
+
+TEST_F(StorageTest, SomethingElseMountedOnHomeRefused) {
+  disks_.Fs("/dev/vdb", "ext4", "ood-home");
+  mounts_.table.push_back({"/dev/vdz", HomeHost(), "ext4", "rw"});
+  auto r = Configure();
+  ASSERT_FALSE(r.status);
+  EXPECT_EQ(r.status.error().kind, ErrorKind::kUnsafe);
+  EXPECT_THAT(r.status.error().message, HasSubstr("/dev/vdz"));
+}
+
+TEST_F(StorageTest, ExternalHomeSkipsDiskAndHomeExport) {
+  vars_["ONEAPP_HOME_NFS_ENABLED"] = "YES";
+  disks_.Fs("/dev/vdb", "xfs", "data");  // not even looked at
+  auto r = MustConfigure();
+  EXPECT_FALSE(Ran("mkfs"));
+  std::string exports = m_.Read(nfs::kExportsFile);
+  EXPECT_THAT(exports, Not(HasSubstr("/export/home ")));
+  EXPECT_THAT(exports, HasSubstr("/export/software 10.1.0.0/24("));
+  EXPECT_FALSE(m_.Exists("/export/home"));
+}
+
+TEST_F(StorageTest, PlanShowsDecisionsAndChangesNothing) {
+  disks_.Blank("/dev/vdb");
+  auto r = MustConfigure(PlanMode::kDryRun);
+  std::string plan = r.run->plan.Render();
+  EXPECT_THAT(plan, HasSubstr("disk /dev/vdb [keep]\n   because: blank (1.0 GiB)"));
+  EXPECT_THAT(plan, HasSubstr("format /dev/vdb (mkfs.ext4 -F -L ood-home)"));
+  EXPECT_THAT(plan, HasSubstr("mount /dev/vdb on /export/home"));
+  EXPECT_TRUE(disks_.writes.empty());
+  EXPECT_EQ(mounts_.mounts, 0);
+  EXPECT_FALSE(m_.Exists(nfs::kExportsFile));
+}
+
+TEST_F(StorageTest, NoExportfsUnderARootPrefixByDefault) {
+  role_ = MakeStorageRole(StorageOptions{});  // real options: exportfs only on the real root
+  slurmtest::RoleRun run(m_, *role_, vars_, nullptr);
+  run.env = std::make_unique<RoleEnv>(RoleEnv{run.context, *run.settings, nullptr, m_.runner,
+                                              *m_.files, m_.systemd, disks_, mounts_, m_.clock,
+                                              run.plan, nullptr});
+  ASSERT_TRUE(role_->Configure(*run.env)) << run.plan.Render();
+  EXPECT_TRUE(m_.Exists(nfs::kExportsFile));
+  EXPECT_FALSE(Ran("exportfs"));
+  EXPECT_THAT(run.plan.Render(), HasSubstr("exportfs -ra [keep]\n   because: not run: the files are under --root"));
+}
+
+TEST_F(StorageTest, NoComputeNicIsAClearError) {
+  vars_ = {};
+  auto r = Configure();
+  ASSERT_FALSE(r.status);
+  EXPECT_EQ(r.status.error().kind, ErrorKind::kInvalidInput);
+  EXPECT_THAT(r.status.error().message, HasSubstr("ETH0_IP"));
+}
+
+// ---- exports -------------------------------------------------------------------------------
+
+TEST(ExportsTest, ComputeNetworkIsTheLastNic) {
+  EXPECT_EQ(*nfs::ComputeNetwork({{"ETH0_IP", "192.168.1.10"}, {"ETH0_MASK", "255.255.255.0"},
+                                  {"ETH1_IP", "10.1.2.3"}, {"ETH1_MASK", "255.255.0.0"}}),
+            "10.1.0.0/16");
+  EXPECT_EQ(*nfs::ComputeNetwork({{"ETH0_IP", "10.1.2.3"}}), "10.1.2.0/24");
+  auto bad = nfs::ComputeNetwork({{"ETH0_IP", "10.1.2.3"}, {"ETH0_MASK", "255.0.255.0"}});
+  ASSERT_FALSE(bad);
+  EXPECT_THAT(bad.error().message, HasSubstr("ETH0_MASK='255.0.255.0'"));
+}
+
+TEST(ExportsTest, Render) {
+  nfs::ExportsConfig c;
+  c.compute_net = "10.1.0.0/24";
+  c.portal_ips = {"10.1.0.5"};
+  c.home_on_disk = true;
+  EXPECT_EQ(nfs::RenderExports(c),
+            "# Generated by one-hpc (Open OnDemand storage role); rewritten by\n"
+            "# one-hpc-exports-refresh.timer when the portal's address changes. Do not edit.\n"
+            "# portal (root, Slurm state): 10.1.0.5; compute network (root_squash): 10.1.0.0/24\n"
+            "/export/home 10.1.0.5(rw,sync,no_subtree_check,no_root_squash,fsid=1,mountpoint) "
+            "10.1.0.0/24(rw,sync,no_subtree_check,root_squash,fsid=1,mountpoint)\n"
+            "/export/slurm 10.1.0.5(rw,sync,no_subtree_check,no_root_squash,fsid=2)\n"
+            "/export/software 10.1.0.0/24(rw,sync,no_subtree_check,root_squash,fsid=3)\n");
+  c.portal_ips.clear();
+  c.home_on_disk = false;
+  std::string none = nfs::RenderExports(c);
+  EXPECT_THAT(none, Not(HasSubstr("/export/slurm")));  // no client: no line
+  EXPECT_THAT(none, HasSubstr("/export/home 10.1.0.0/24(rw,sync,no_subtree_check,root_squash,fsid=1)\n"));
+  auto state = nfs::ParseStateJson(nfs::StateJson(c));
+  ASSERT_TRUE(state);
+  EXPECT_EQ(state->compute_net, c.compute_net);
+  EXPECT_FALSE(nfs::ParseStateJson("{\"compute_net\":\"x\"}"));
+  EXPECT_FALSE(nfs::ParseStateJson("[]"));
+}
+
+ServiceInfo Service(const std::vector<std::vector<std::string>>& portal_nics) {
+  ServiceInfo s;
+  ServiceRole storage{"storage", 1, 2, {}};
+  ServiceRole portal{"portal", static_cast<int>(portal_nics.size()), 2, {}};
+  int id = 10;
+  for (const auto& ips : portal_nics) {
+    ServiceNode node;
+    node.vm_id = id++;
+    VmInfo vm;
+    vm.id = node.vm_id;
+    for (const auto& ip : ips) vm.nics.push_back(VmNic{"", "", ip, "", "", "", ""});
+    node.vm = vm;
+    portal.nodes.push_back(node);
+  }
+  s.roles = {storage, portal};
+  return s;
+}
+
+TEST(ExportsTest, PortalAddressesOnlyOnTheComputeNetwork) {
+  auto ips = nfs::PortalAddresses(Service({{"192.168.1.20", "10.1.0.5"}}), "10.1.0.0/24");
+  ASSERT_TRUE(ips);
+  EXPECT_EQ(*ips, std::vector<std::string>{"10.1.0.5"});  // never the management address
+  EXPECT_TRUE(nfs::PortalAddresses(Service({}), "10.1.0.0/24")->empty());
+  ServiceInfo compact = Service({{"10.1.0.5"}});
+  compact.roles[1].nodes[0].vm.reset();
+  EXPECT_FALSE(nfs::PortalAddresses(compact, "10.1.0.0/24"));
+  ServiceInfo no_portal;
+  EXPECT_FALSE(nfs::PortalAddresses(no_portal, "10.1.0.0/24"));
+}
+
+class RefreshTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    m_.runner.On({"exportfs"}, Exit(0));
+    nfs::ExportsConfig c;
+    c.compute_net = "10.1.0.0/24";
+    c.portal_ips = {"10.1.0.5"};
+    c.home_on_disk = true;
+    Plan plan(PlanMode::kApply);
+    ASSERT_TRUE(nfs::EnsureExports(plan, *m_.files, m_.runner, c));
+    before_ = m_.Read(nfs::kExportsFile);
+  }
+  int Exportfs() const {
+    int n = 0;
+    for (const auto& a : m_.runner.Argvs()) n += a == "exportfs -ra";
+    return n;
+  }
+  FakeMachine m_;
+  std::string before_;
+};
+
+TEST_F(RefreshTest, UnchangedMeansNoExportfs) {
+  int n = Exportfs();
+  auto out = nfs::RefreshExports(*m_.files, m_.runner,
+                                 [] { return Result<ServiceInfo>(Service({{"10.1.0.5"}})); });
+  ASSERT_TRUE(out) << out.error().message;
+  EXPECT_FALSE(out->changed);
+  EXPECT_EQ(Exportfs(), n);
+  EXPECT_EQ(m_.Read(nfs::kExportsFile), before_);
+}
+
+TEST_F(RefreshTest, OneGateFailureKeepsLastGood) {
+  log::Capture logs;
+  auto out = nfs::RefreshExports(*m_.files, m_.runner, []() -> Result<ServiceInfo> {
+    return Fail(ErrorKind::kNetwork, "OneGate timed out");
+  });
+  ASSERT_TRUE(out);
+  EXPECT_TRUE(out->onegate_failed);
+  EXPECT_FALSE(out->changed);
+  EXPECT_EQ(m_.Read(nfs::kExportsFile), before_);
+  EXPECT_THAT(before_, HasSubstr("10.1.0.5(rw,sync,no_subtree_check,no_root_squash"));
+  EXPECT_TRUE(logs.Contains("keeping the last good exports (portal: 10.1.0.5)"));
+}
+
+TEST_F(RefreshTest, OneGateFailureRepairsAMissingFileFromLastGood) {
+  std::filesystem::remove(m_.root + nfs::kExportsFile);
+  auto out = nfs::RefreshExports(*m_.files, m_.runner, []() -> Result<ServiceInfo> {
+    return Fail(ErrorKind::kNetwork, "down");
+  });
+  ASSERT_TRUE(out);
+  EXPECT_EQ(m_.Read(nfs::kExportsFile), before_);
+}
+
+TEST_F(RefreshTest, CompactDocumentKeepsLastGood) {
+  ServiceInfo compact = Service({{"10.1.0.9"}});
+  compact.roles[1].nodes[0].vm.reset();
+  auto out = nfs::RefreshExports(*m_.files, m_.runner, [&] { return Result<ServiceInfo>(compact); });
+  ASSERT_TRUE(out);
+  EXPECT_TRUE(out->onegate_failed);
+  EXPECT_EQ(m_.Read(nfs::kExportsFile), before_);
+}
+
+TEST_F(RefreshTest, PortalAddressChange) {
+  int n = Exportfs();
+  log::Capture logs;
+  auto out = nfs::RefreshExports(*m_.files, m_.runner,
+                                 [] { return Result<ServiceInfo>(Service({{"10.1.0.7"}})); });
+  ASSERT_TRUE(out);
+  EXPECT_TRUE(out->changed);
+  EXPECT_EQ(Exportfs(), n + 1);
+  std::string now = m_.Read(nfs::kExportsFile);
+  EXPECT_THAT(now, HasSubstr("/export/home 10.1.0.7(rw,sync,no_subtree_check,no_root_squash"));
+  EXPECT_THAT(now, HasSubstr("/export/slurm 10.1.0.7("));
+  EXPECT_THAT(now, Not(HasSubstr("10.1.0.5")));  // the old address lost root and the state
+  EXPECT_TRUE(logs.Contains("portal clients change from [10.1.0.5] to [10.1.0.7]"));
+  auto state = nfs::ParseStateJson(m_.Read(nfs::kStateFile));
+  ASSERT_TRUE(state);
+  EXPECT_EQ(state->portal_ips, std::vector<std::string>{"10.1.0.7"});
+  EXPECT_TRUE(state->home_on_disk);
+}
+
+TEST_F(RefreshTest, MissingStateIsNotFound) {
+  std::filesystem::remove(m_.root + nfs::kStateFile);
+  auto out = nfs::RefreshExports(*m_.files, m_.runner,
+                                 [] { return Result<ServiceInfo>(Service({})); });
+  ASSERT_FALSE(out);
+  EXPECT_EQ(out.error().kind, ErrorKind::kNotFound);
+}
+
+// ---- systemd escaping ------------------------------------------------------------------------
+
+TEST(MountUnitTest, EscapePathLikeSystemdEscape) {
+  EXPECT_EQ(disk::EscapePath("/export/home"), "export-home");
+  EXPECT_EQ(disk::EscapePath("/dev/disk/by-uuid/ab-cd"), "dev-disk-by\\x2duuid-ab\\x2dcd");
+  EXPECT_EQ(disk::EscapePath("//a//b/"), "a-b");
+  EXPECT_EQ(disk::EscapePath("/"), "-");
+  EXPECT_EQ(disk::EscapePath("/.hidden/x y"), "\\x2ehidden-x\\x20y");
+}
+
+}  // namespace
+}  // namespace onehpc
+
+namespace onehpc {
+namespace {
+
+// The storage role reading the portal from the OneGate simulator (real HTTP on 127.0.0.1,
+// the extended service document as OneFlow sends it).
+class StorageOneGateTest : public StorageTest {
+ protected:
+  void SetUp() override {
+    StorageTest::SetUp();
+    ASSERT_GT(sim_.Start(), 0);
+    service_ = sim_.CreateService("Open OnDemand", {slurmtest::SimRole("storage", 1),
+                                                    slurmtest::SimRole("portal", 1)});
+    sim::VmSpec storage;
+    storage.nics = {slurmtest::SimNic("192.168.1.10", "Management", "0"),
+                    slurmtest::SimNic("10.1.0.3", "Compute", "1")};
+    vm_ = sim_.AddVm(service_, "storage", storage);
+    client_ = std::make_unique<OneGateClient>(slurmtest::SimConfig(sim_, vm_), http_, m_.clock);
+    onegate_ = client_.get();
+  }
+  void AddPortal(const std::string& compute_ip) {
+    sim::VmSpec portal;
+    portal.nics = {slurmtest::SimNic("192.168.1.20", "Management", "0"),
+                   slurmtest::SimNic(compute_ip, "Compute", "1")};
+    portal_ = sim_.AddVm(service_, "portal", portal);
+  }
+  sim::OneGateSimulator sim_;
+  int service_ = -1;
+  sim::VmHandle vm_;
+  sim::VmHandle portal_;
+  CurlTransport http_;
+  std::unique_ptr<OneGateClient> client_;
+};
+
+TEST_F(StorageOneGateTest, PortalGetsRootOnlyOnItsComputeAddress) {
+  AddPortal("10.1.0.5");
+  MustConfigure();
+  std::string exports = m_.Read(nfs::kExportsFile);
+  EXPECT_THAT(exports, HasSubstr("/export/home 10.1.0.5(rw,sync,no_subtree_check,no_root_squash,fsid=1)"));
+  EXPECT_THAT(exports, HasSubstr("/export/slurm 10.1.0.5(rw,sync,no_subtree_check,no_root_squash,fsid=2)\n"));
+  EXPECT_THAT(exports, Not(HasSubstr("192.168.1.")));  // never the management network
+}
+
+TEST_F(StorageOneGateTest, PortalNotDeployedYetThenRefresherAddsIt) {
+  MustConfigure();  // straight deployment: the storage role is ready before the portal exists
+  EXPECT_THAT(m_.Read(nfs::kExportsFile), Not(HasSubstr("/export/slurm")));
+  AddPortal("10.1.0.5");
+  auto out = nfs::RefreshExports(*m_.files, m_.runner,
+                                 [&] { return client_->GetService(/*extended=*/true); });
+  ASSERT_TRUE(out) << out.error().message;
+  EXPECT_TRUE(out->changed);
+  EXPECT_THAT(m_.Read(nfs::kExportsFile), HasSubstr("/export/slurm 10.1.0.5("));
+}
+
+TEST_F(StorageOneGateTest, OneGateDownAtRebootKeepsLastGood) {
+  AddPortal("10.1.0.5");
+  MustConfigure();
+  std::string before = m_.Read(nfs::kExportsFile);
+  sim_.InjectFault(slurmtest::SimFault(sim::FaultKind::kStatus, 503, "down"));
+  auto again = MustConfigure();
+  EXPECT_EQ(m_.Read(nfs::kExportsFile), before);
+  EXPECT_TRUE(again.run->Changes().empty()) << again.run->plan.Render();
+  auto out = nfs::RefreshExports(*m_.files, m_.runner,
+                                 [&] { return client_->GetService(/*extended=*/true); });
+  ASSERT_TRUE(out);
+  EXPECT_TRUE(out->onegate_failed);
+  EXPECT_EQ(m_.Read(nfs::kExportsFile), before);
+}
+
+TEST_F(StorageOneGateTest, PortalAddressChangeThroughOneGate) {
+  AddPortal("10.1.0.5");
+  MustConfigure();
+  ASSERT_TRUE(sim_.SetNicIp(portal_.id, 1, "10.1.0.8"));
+  auto out = nfs::RefreshExports(*m_.files, m_.runner,
+                                 [&] { return client_->GetService(/*extended=*/true); });
+  ASSERT_TRUE(out);
+  EXPECT_EQ(out->old_portals, std::vector<std::string>{"10.1.0.5"});
+  EXPECT_EQ(out->new_portals, std::vector<std::string>{"10.1.0.8"});
+  std::string exports = m_.Read(nfs::kExportsFile);
+  EXPECT_THAT(exports, HasSubstr("10.1.0.8(rw,sync,no_subtree_check,no_root_squash"));
+  EXPECT_THAT(exports, Not(HasSubstr("10.1.0.5")));
+}
+
+}  // namespace
+}  // namespace onehpc
