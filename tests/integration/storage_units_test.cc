@@ -8,7 +8,9 @@
 
 #include <gtest/gtest.h>
 
+#include "roles/disk/home_disk.h"
 #include "roles/disk/mount_unit.h"
+#include "roles/os/mounts.h"
 #include "roles/os/process.h"
 #include "tests/integration/loop_devices.h"
 
@@ -47,6 +49,15 @@ TEST(StorageUnitsTest, GeneratedMountUnitsVerify) {
   }
   std::error_code ec;
   fs::remove_all(dir, ec);
+}
+
+// On this machine: the root disk, if one can be told, is a whole disk that exists.
+TEST(StorageUnitsTest, RootDiskIsAWholeDiskOrUnknown) {
+  LibmountMounts mounts;
+  std::string disk = disk::RootDisk(mounts);
+  if (disk.empty()) GTEST_SKIP() << "/ is not on a block device here (container overlay?)";
+  EXPECT_EQ(disk.rfind("/dev/", 0), 0u) << disk;
+  EXPECT_TRUE(fs::exists("/sys/block/" + disk.substr(5))) << disk << " is not a whole disk";
 }
 
 }  // namespace
