@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -76,6 +77,23 @@ LabelFinder FindLabelWith(BlockDevices& devices) {
 }
 
 std::string RootDisk(Mounts& mounts, const std::string& sys_class_block) {
+  // The device number of / is exact even when mountinfo says /dev/root (no initramfs).
+  struct stat root_st {};
+  if (::stat("/", &root_st) == 0 && major(root_st.st_dev) != 0) {
+    std::string sys = sys_class_block + "/../../dev/block/" +
+                      std::to_string(major(root_st.st_dev)) + ":" +
+                      std::to_string(minor(root_st.st_dev));
+    std::string real = Canonical(sys);
+    struct stat part {};
+    if (real != sys) {
+      std::string name = real.substr(real.rfind('/') + 1);
+      if (::stat((real + "/partition").c_str(), &part) == 0) {
+        std::string parent = real.substr(0, real.rfind('/'));
+        return "/dev/" + parent.substr(parent.rfind('/') + 1);
+      }
+      return "/dev/" + name;
+    }
+  }
   auto root = mounts.FindByTarget("/");
   if (!root || !root->has_value()) return "";
   std::string source = (*root)->source;

@@ -43,8 +43,10 @@ using LabelFinder = std::function<Result<std::optional<std::string>>(const std::
 /// BlockDevices::FindByLabel with kNotFound turned into nullopt.
 LabelFinder FindLabelWith(BlockDevices& devices);
 
-/// The whole disk under the root filesystem ("/dev/vda"), or "" when it cannot be told
-/// (e.g. / on overlayfs in a container). `sys_class_block` is /sys/class/block (tests).
+/// The whole disk under the root filesystem ("/dev/vda"): from the device number of / through
+/// /sys/dev/block (exact even when mountinfo says /dev/root), else from the source of / in
+/// mountinfo; "" when it cannot be told (e.g. / on overlayfs in a container).
+/// `sys_class_block` is /sys/class/block (tests).
 std::string RootDisk(Mounts& mounts, const std::string& sys_class_block = "/sys/class/block");
 
 enum class HomeSource {

@@ -216,6 +216,38 @@ TEST_F(StorageDiskTest, BlankIsFormattedLabelledMountedAndConverges) {
   EXPECT_EQ(line, "alice's data");
 }
 
+// The lab scenario on the host: a storage VM formats its disk and users write homes; the
+// service is deleted (VM gone: unmounted, its root disk discarded) and instantiated again with
+// the same persistent disk (a fresh --root); every home and file is there, nothing formatted.
+TEST_F(StorageDiskTest, RecreatedVmWithTheSameDiskFindsEveryHome) {
+  std::string dev = Disk();
+  ASSERT_TRUE(RunRole()) << plan_->Render();
+  std::string uuid = devices_.Probe(dev)->uuid;
+  for (const char* user : {"alice", "bob"}) {
+    std::filesystem::create_directories(root_ + "/export/home/" + user + "/project");
+    std::ofstream(root_ + "/export/home/" + user + "/project/data.txt") << user << "'s results\n";
+  }
+  ASSERT_EQ(::umount2((root_ + "/export/home").c_str(), 0), 0);
+  // The new VM: a new root disk.
+  std::error_code ec;
+  std::filesystem::remove_all(root_, ec);
+  std::filesystem::create_directories(root_ + "/etc/systemd/system");
+  active_.clear();
+  size_t first_run = fake_.commands().size();
+  ASSERT_TRUE(RunRole()) << plan_->Render();
+  EXPECT_EQ(devices_.Probe(dev)->uuid, uuid);
+  for (size_t i = first_run; i < fake_.commands().size(); ++i) {
+    EXPECT_NE(fake_.commands()[i].argv[0], "mkfs.ext4") << "formatted again";
+  }
+  EXPECT_TRUE(files_->Exists("/etc/systemd/system/export-home.mount"));
+  for (const char* user : {"alice", "bob"}) {
+    std::ifstream in(root_ + "/export/home/" + user + "/project/data.txt");
+    std::string line;
+    std::getline(in, line);
+    EXPECT_EQ(line, std::string(user) + "'s results");
+  }
+}
+
 TEST_F(StorageDiskTest, LabelledDiskIsMountedAsIsWithItsFiles) {
   std::string dev = Disk();
   Tool({"mkfs.ext4", "-q", "-F", "-L", "ood-home", dev});

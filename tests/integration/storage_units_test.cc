@@ -1,0 +1,64 @@
+// The units the storage role generates for the ood-home mount pass `systemd-analyze verify`
+// (which also checks that the unit name is the escaped Where= path), and the nfs-server
+// drop-in is accepted on top of a stand-in nfs-server.service.
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "roles/disk/home_disk.h"
+#include "roles/disk/mount_unit.h"
+#include "roles/os/mounts.h"
+#include "roles/os/process.h"
+#include "tests/integration/loop_devices.h"
+
+namespace onehpc {
+namespace {
+
+namespace fs = std::filesystem;
+
+TEST(StorageUnitsTest, GeneratedMountUnitsVerify) {
+  if (!testing::HaveProgram("systemd-analyze")) GTEST_SKIP() << "systemd-analyze missing";
+  char tmpl[] = "/tmp/onehpc-units.XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  std::string dir = tmpl;
+  auto files = disk::RenderMountUnits("0b1c2d3e-aaaa-bbbb-cccc-0123456789ab", "ext4",
+                                      "/export/home");
+  auto name = [](const std::string& path) { return path.substr(path.rfind('/') + 1); };
+  std::ofstream(dir + "/" + name(files.mount_unit_path)) << files.mount_unit;
+  // A stand-in nfs-server.service (the real one may not be installed here) with our drop-in.
+  std::ofstream(dir + "/nfs-server.service")
+      << "[Unit]\nDescription=stand-in\n[Service]\nType=oneshot\nExecStart=/bin/true\n";
+  fs::create_directories(dir + "/nfs-server.service.d");
+  std::ofstream(dir + "/nfs-server.service.d/50-one-hpc-home.conf") << files.nfs_dropin;
+  EXPECT_EQ(name(files.mount_unit_path), "export-home.mount");
+
+  RealProcessRunner runner;
+  for (const std::string unit : {"export-home.mount", "nfs-server.service"}) {
+    Command c;
+    c.argv = {"systemd-analyze", "verify", "--man=no", unit};
+    c.cwd = dir;
+    c.env = {{"SYSTEMD_LOG_LEVEL", "warning"}, {"SYSTEMD_UNIT_PATH", dir + ":"}};
+    c.timeout = Duration(60000);
+    auto r = runner.Run(c);
+    ASSERT_TRUE(r) << r.error().message;
+    EXPECT_EQ(r->exit_code, 0) << unit << ": " << r->out << r->err;
+    EXPECT_EQ(r->out + r->err, "") << unit;
+  }
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+}
+
+// On this machine: the root disk, if one can be told, is a whole disk that exists.
+TEST(StorageUnitsTest, RootDiskIsAWholeDiskOrUnknown) {
+  LibmountMounts mounts;
+  std::string disk = disk::RootDisk(mounts);
+  if (disk.empty()) GTEST_SKIP() << "/ is not on a block device here (container overlay?)";
+  EXPECT_EQ(disk.rfind("/dev/", 0), 0u) << disk;
+  EXPECT_TRUE(fs::exists("/sys/block/" + disk.substr(5))) << disk << " is not a whole disk";
+}
+
+}  // namespace
+}  // namespace onehpc
