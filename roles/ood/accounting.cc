@@ -220,8 +220,9 @@ Result<std::optional<std::string>> RestoreNewestComplete(const AccountingOptions
     Command load;
     load.argv = ClientArgs(options, options.client_program);
     load.argv.push_back(fmt::format(
-        "--execute=CREATE DATABASE IF NOT EXISTS `{0}`;\nUSE `{0}`;\nSOURCE {1}\n", options.database,
-        path));
+        // SOURCE is a client command: it must start a line.
+        "--execute=CREATE DATABASE IF NOT EXISTS `{0}`;\nUSE `{0}`;\nSOURCE {1}\n",
+        options.database, path));
     load.timeout = options.restore_timeout;
     auto loaded = RunChecked(runner, load);
     if (!loaded) return Fail(loaded.error().WithContext("accounting restore of " + path));

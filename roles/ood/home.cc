@@ -445,13 +445,16 @@ Result<HomeOutcome> CreateHome(const HomeRequest& request) {
   for (int attempt = 0;; ++attempt) {
     temp = ".one-hpc-home-" + request.user + "." + RandomSuffix();
     if (::mkdirat(base->get(), temp.c_str(), 0700) == 0) break;
-    if (errno != EEXIST || attempt >= 5) return IoError("create a directory in " + base_path, errno);
+    if (errno != EEXIST || attempt >= 5) {
+      return IoError("create a directory in " + base_path, errno);
+    }
   }
   auto fail = [&](Error error) -> Result<HomeOutcome> {
     RemoveTreeAt(base->get(), temp);
     return Fail(std::move(error));
   };
-  UniqueFd home(::openat(base->get(), temp.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  UniqueFd home(
+      ::openat(base->get(), temp.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!home.valid()) return fail(Error{ErrorKind::kIo, "open the new home: " + Errno(errno)});
   struct stat home_st;
   if (::fstat(home.get(), &home_st) != 0 || home_st.st_uid != 0 || !S_ISDIR(home_st.st_mode)) {

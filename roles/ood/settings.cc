@@ -21,7 +21,9 @@ std::vector<SettingSpec> PortalSettings() {
       "Public DNS name of the portal (certificate, ServerName); empty means its first "
       "IPv4 address.";
   host.roles = {kPortalRole};
-  host.pattern = "[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*";
+  host.pattern =
+      "[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+      "(\\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*";
   host.expected = "a DNS name such as ood.example.org (letters, digits, '-' and '.')";
 
   SettingSpec site;

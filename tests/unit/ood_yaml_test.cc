@@ -112,9 +112,11 @@ TEST(OodYamlTest, OwnClusterParsesBack) {
 
 // A title full of YAML syntax stays one string; no key appears and none changes.
 TEST(OodYamlTest, HostileTitlesCannotInjectKeys) {
-  for (const std::string& title : std::vector<std::string>{"x\"\n    adapter: pbs\n", "a: b", "'; adapter: pbs #", "yes", "~", "null", "1e3",
-        "{adapter: pbs}", "[1, 2]", "&anchor *alias", "!!python/object x", "--- \n...",
-        "tab\there", "back\\slash", "ünïcode ✓", std::string("nul\0byte", 8)}) {
+  const std::vector<std::string> titles = {
+      "x\"\n    adapter: pbs\n", "a: b", "'; adapter: pbs #", "yes", "~", "null", "1e3",
+      "{adapter: pbs}", "[1, 2]", "&anchor *alias", "!!python/object x", "--- \n...",
+      "tab\there", "back\\slash", "ünïcode ✓", std::string("nul\0byte", 8)};
+  for (const std::string& title : titles) {
     ClusterYamlInput in;
     in.id = "site";
     in.title = title;
