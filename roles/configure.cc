@@ -42,7 +42,9 @@ int ExitCodeFor(ErrorKind kind) {
 
 std::string OneGateSafeMessage(const std::string& message) {
   std::string out;
-  for (char c : message) {
+  // The ERROR attribute is readable by every VM of the service and by the operator: never a
+  // registered secret (munge key, passwords), whatever a future error text contains.
+  for (char c : log::Redact(message)) {
     switch (c) {
       case ',': out += ';'; break;
       case '"': out += '\''; break;
@@ -83,7 +85,7 @@ ConfigureOutcome RunConfigure(const ConfigureRequest& request, SystemAdapters& s
 
   auto fail = [&](const Error& error) -> ConfigureOutcome {
     outcome.exit_code = ExitCodeFor(error.kind);
-    outcome.error = error.message;
+    outcome.error = log::Redact(error.message);
     log::Error("one-hpc {} failed: {}", dry_run ? "plan" : "configure", error.message);
     if (!dry_run) {
       if (onegate) {

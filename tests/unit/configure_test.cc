@@ -4,6 +4,7 @@
 
 #include <set>
 
+#include "common/log.h"
 #include "roles/dispatcher.h"
 
 namespace onehpc {
@@ -13,6 +14,14 @@ TEST(OneGateSafeMessageTest, ReplacesWhatOneGateWouldCorrupt) {
   EXPECT_EQ(OneGateSafeMessage("a, \"b\" \\c [d]\nnext"), "a; 'b' /c (d) | next");
   EXPECT_EQ(OneGateSafeMessage(""), "configure failed");
   EXPECT_EQ(OneGateSafeMessage(std::string(500, 'x')).size(), 240u);
+}
+
+TEST(OneGateSafeMessageTest, NeverCarriesARegisteredSecret) {
+  log::AddSecret("s3cr3t-munge-key");
+  std::string published = OneGateSafeMessage("cannot install key s3cr3t-munge-key: EACCES");
+  log::ClearSecrets();
+  EXPECT_EQ(published.find("s3cr3t"), std::string::npos) << published;
+  EXPECT_NE(published.find("EACCES"), std::string::npos) << published;
 }
 
 TEST(ExitCodeTest, MapsKinds) {
