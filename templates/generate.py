@@ -129,7 +129,10 @@ class Service:
             entry["pending"] = True
             self.pending.append(p["name"])
             table.append(entry)
-        self.tab_of = {p["name"]: p.get("tab", "") for p in desc.get("pending_settings", [])}
+        # Wizard tabs: `setting_tabs` for settings one-hpc knows, `tab` of a pending one.
+        self.tab_of = dict(desc.get("setting_tabs", {}))
+        self.tab_of.update({p["name"]: p.get("tab", "")
+                            for p in desc.get("pending_settings", []) if "tab" in p})
         tabs = desc.get("tabs", [])
         tab_rank = {t: i for i, t in enumerate(tabs)}
         # The settings this service's roles read, in tab order, then settings order.
