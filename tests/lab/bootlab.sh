@@ -199,6 +199,10 @@ bl_bridge_up() {
         : > "$BOOTLAB_DIR/run/created-bridge"; BL_HAD_BRIDGE=yes
         ip addr add "$BOOTLAB_HOST_IP" dev "$BOOTLAB_BRIDGE" || return 1
     fi
+    # A fixed MAC: by default a bridge takes the lowest MAC of its ports, so it changes when
+    # that container goes away, and the guests' ARP entries for the host then point nowhere
+    # for ~30 s (seen: OneGate unreachable from the controller after a worker was killed).
+    ip link set "$BOOTLAB_BRIDGE" address "$(bl_mac "$BOOTLAB_NET.1")" || return 1
     ip link set "$BOOTLAB_BRIDGE" up
 }
 # Delete the bridge, only if this lab created (or took over) it.

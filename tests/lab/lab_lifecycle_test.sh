@@ -295,7 +295,8 @@ phase1_up() {
     next=$(ctl systemctl show -p NextElapseUSecMonotonic --value oneslurm-reconcile.timer)
     boot=$(ctl systemctl show -p UserspaceTimestampMonotonic --value)
     since=$(ctl systemctl show -p LastTriggerUSecMonotonic --value oneslurm-reconcile.timer)
-    say "first reconcile due at ${next} (monotonic), guest userspace started at ${boot}us, last trigger: ${since:-never}"
+    say "first reconcile due at ${next} (monotonic), guest userspace started at ${boot}us"
+    check "not triggered yet, $(_bl_dt "$t0" "$(_bl_now)")s after the boot began (OnBootSec=2min)" eq "$since" 0
 }
 
 phase2_graceful() {
@@ -437,13 +438,13 @@ phase3_hard() {
         ctl tee /etc/systemd/system/oneslurm-reconcile.timer.d/lab.conf >/dev/null
     ctl systemctl daemon-reload
     ctl systemctl restart oneslurm-reconcile.timer
+    say "test drop-ins: SlurmdTimeout=15, oneslurm-reconcile.timer every 3 s (one run by hand starts it)"
     ctl systemctl start oneslurm-reconcile.service
     local runs
     runs=$(ctl journalctl -u oneslurm-reconcile.service -o cat --no-pager | grep -c 'reconcile: .* Slurm nodes')
     wait_for 20 reconcile_runs_above "$runs"
     check "the shortened timer runs oneslurm-reconcile.service again by itself (${WAITED}s)" \
         reconcile_runs_above "$runs"
-    say "test drop-ins: SlurmdTimeout=15, oneslurm-reconcile.timer every 3 s"
     job=$(ctl sbatch --parsable --no-requeue -w "$vnode" -J lab-hard -o /dev/null -D /tmp --wrap 'sleep 600' 2>&1)
     wait_for 30 job_running_on "$job" "$vnode"
     check "job $job runs on $vnode" job_running_on "$job" "$vnode"
@@ -550,6 +551,12 @@ if [ "$FAIL" != 0 ]; then   # the journals go with the clones: keep them for the
         bl_journal "$n" -o short-monotonic > "$BOOTLAB_DIR/logs/$n.journal" 2>&1
     done
 fi
+# Workers first: their self-drain still reaches the controller (else each waits for it).
+for f in "$BOOTLAB_DIR"/run/*.pid; do
+    [ -e "$f" ] || continue
+    n=$(basename "$f" .pid)
+    [ "$n" = ctl ] || bl_poweroff "$n" 60 || true
+done
 sim_stop
 bl_cleanup
 left=$(bl_leftovers)
