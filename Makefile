@@ -25,7 +25,7 @@ DEPS_TEST := util-linux e2fsprogs xfsprogs dosfstools fdisk cryptsetup-bin lvm2 
 DEPS_LAB := systemd-container debootstrap munge slurmctld slurmd slurm-client
 DEPS := $(DEPS_BUILD) $(DEPS_TEST) $(DEPS_LAB)
 
-.PHONY: all deps build build-asan build-fuzz test test-unit test-asan test-fuzz package demo clean
+.PHONY: all deps build build-asan build-fuzz test test-unit test-asan test-fuzz package demo bench clean
 
 all: build
 
@@ -65,16 +65,25 @@ test-unit: build
 package: build
 	cmake --build $(BUILD) --target package
 
-# Until the OneSlurm lab demo lands: the plan for a sample controller context (with a token,
-# as OpenNebula writes it, so that the plan goes as far as publishing; OneGate pointed at a
-# closed loopback port: a plan only reads, and nothing leaves this machine).
-demo: build
-	@tmp=$$(mktemp -d); mkdir -p "$$tmp/root"; \
-	sed "s|^ONEGATE_ENDPOINT=.*|ONEGATE_ENDPOINT='http://127.0.0.1:1'|" tests/data/context/sample.sh >"$$tmp/context.sh"; \
-	echo "demo-token" >"$$tmp/token.txt"; \
-	echo "+ one-hpc plan --context $$tmp/context.sh --root $$tmp/root"; \
-	./$(BUILD)/one-hpc plan --context "$$tmp/context.sh" --root "$$tmp/root"; rc=$$?; \
-	rm -rf "$$tmp"; exit $$rc
+# The OneSlurm lifecycle for a newcomer, on booted containers (tests/lab/lab_lifecycle_test.sh
+# --demo): a service with a controller and 2 workers, sinfo, srun, scale-up, graceful scale-down,
+# hard removal and the reconciler; everything is removed at the end. Needs root.
+LAB_CACHE ?= /var/cache/one-hpc-bootlab
+demo:
+	@if [ "$$(id -u)" != 0 ]; then \
+	  echo "make demo boots containers (systemd-nspawn) and a bridge: it needs root. Run: sudo make demo"; exit 1; fi
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	cmake --build $(BUILD) -j$(JOBS) --target one-hpc onegate-sim
+	cmake --build $(BUILD) --target package >/dev/null
+	BOOTLAB_CACHE=$(LAB_CACHE) ONEHPC_BINARY_DIR=$(abspath $(BUILD)) \
+	  bash tests/lab/lab_lifecycle_test.sh --demo
+
+# Reconcile cost with 10, 100 and 1000 simulated workers (tests/bench/reconcile_bench.sh). Root.
+bench:
+	@if [ "$$(id -u)" != 0 ]; then echo "make bench runs slurmctld in a network namespace: it needs root"; exit 1; fi
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	cmake --build $(BUILD) -j$(JOBS) --target one-hpc onegate-sim
+	ONEHPC_BINARY_DIR=$(abspath $(BUILD)) bash tests/bench/reconcile_bench.sh
 
 clean:
 	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_FUZZ)

@@ -2,6 +2,8 @@
 
 #include <cctype>
 #include <sstream>
+#include <utility>
+#include <vector>
 
 namespace onehpc::slurm {
 namespace {
@@ -26,22 +28,83 @@ bool IEquals(std::string_view a, std::string_view b) {
   return true;
 }
 
+// The cgroup mounts of /proc/mounts: mount point -> options, for fstype cgroup (v1) and
+// cgroup2. nullopt when /proc/mounts cannot be read.
+std::optional<std::vector<std::pair<std::string, std::vector<std::string>>>> CgroupMounts(
+    const Files& files, const char* fstype) {
+  auto mounts = files.ReadIfExists("/proc/mounts");
+  if (!mounts || !mounts->has_value()) return std::nullopt;
+  std::vector<std::pair<std::string, std::vector<std::string>>> out;
+  std::istringstream in(**mounts);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string source, target, type, options;
+    if (!(fields >> source >> target >> type >> options) || type != fstype) continue;
+    std::vector<std::string> opts;
+    std::istringstream o(options);
+    std::string opt;
+    while (std::getline(o, opt, ',')) opts.push_back(opt);
+    out.emplace_back(target, std::move(opts));
+  }
+  return out;
+}
+
+bool Has(const std::vector<std::string>& v, std::string_view s) {
+  for (const auto& x : v) {
+    if (x == s) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 CgroupChoice DetectCgroups(const Files& files) {
   auto v2 = files.ReadIfExists("/sys/fs/cgroup/cgroup.controllers");
   if (v2 && v2->has_value()) {
-    if (HasWord(**v2, "memory")) {
+    if (!HasWord(**v2, "memory")) {
+      return {false, "cgroup v2 without the memory controller: /sys/fs/cgroup/cgroup.controllers "
+                     "lists '" + std::string(**v2).substr(0, (**v2).find('\n')) + "'"};
+    }
+    auto mounts = CgroupMounts(files, "cgroup2");
+    if (!mounts) return {false, "cgroup v2, but /proc/mounts is unreadable"};
+    for (const auto& [target, opts] : *mounts) {
+      if (target != "/sys/fs/cgroup") continue;
+      if (Has(opts, "ro")) {
+        return {false, "cgroup v2 with the memory controller, but /sys/fs/cgroup is mounted "
+                       "read-only (a container): slurmd could not create its cgroups"};
+      }
       return {true, "cgroup v2 with the memory controller (/sys/fs/cgroup/cgroup.controllers)"};
     }
-    return {false, "cgroup v2 without the memory controller: /sys/fs/cgroup/cgroup.controllers "
-                   "lists '" + std::string(**v2).substr(0, (**v2).find('\n')) + "'"};
+    return {false, "cgroup v2 controllers listed, but no cgroup2 mount on /sys/fs/cgroup in "
+                   "/proc/mounts"};
   }
   bool v1 = files.Exists("/sys/fs/cgroup/memory/tasks") &&
             files.Exists("/sys/fs/cgroup/freezer/tasks") &&
             files.Exists("/sys/fs/cgroup/cpuset/tasks");
-  if (v1) return {true, "cgroup v1 with memory, freezer and cpuset hierarchies"};
-  return {false, "no usable cgroup controllers under /sys/fs/cgroup"};
+  if (!v1) return {false, "no usable cgroup controllers under /sys/fs/cgroup"};
+  // Visible is not usable: a container (systemd-nspawn, LXC, docker) shows the host's v1
+  // hierarchies read-only, and proctrack/cgroup then fails in slurmd at the first job step.
+  auto mounts = CgroupMounts(files, "cgroup");
+  if (!mounts) return {false, "cgroup v1 hierarchies visible, but /proc/mounts is unreadable"};
+  for (const char* controller : {"memory", "freezer", "cpuset"}) {
+    bool found = false;
+    for (const auto& [target, opts] : *mounts) {
+      if (!Has(opts, controller)) continue;
+      found = true;
+      if (Has(opts, "ro")) {
+        return {false, std::string("cgroup v1 hierarchies visible, but the ") + controller +
+                           " hierarchy (" + target +
+                           ") is mounted read-only (a container): slurmd could not create its "
+                           "cgroups"};
+      }
+    }
+    if (!found) {
+      return {false, std::string("cgroup v1: no mount of the ") + controller +
+                         " controller in /proc/mounts"};
+    }
+  }
+  return {true, "cgroup v1 with writable memory, freezer and cpuset hierarchies"};
 }
 
 std::string RenderSlurmConf(const SlurmConfParams& p) {

@@ -17,9 +17,11 @@ struct CgroupChoice {
   std::string why;          ///< for the log and the plan
 };
 
-/// proctrack/cgroup only when the memory controller is really there: cgroup v2 with
-/// `memory` in /sys/fs/cgroup/cgroup.controllers, or cgroup v1 with memory, freezer and cpuset
-/// hierarchies mounted. Otherwise (e.g. booted test containers) proctrack/linuxproc.
+/// proctrack/cgroup only when the memory controller is really there and writable: cgroup v2
+/// with `memory` in /sys/fs/cgroup/cgroup.controllers and /sys/fs/cgroup mounted rw, or
+/// cgroup v1 with memory, freezer and cpuset hierarchies mounted rw (per /proc/mounts).
+/// Otherwise (e.g. booted containers, which see the host's hierarchies read-only)
+/// proctrack/linuxproc.
 CgroupChoice DetectCgroups(const Files& files);
 
 struct SlurmConfParams {

@@ -199,6 +199,10 @@ bl_bridge_up() {
         : > "$BOOTLAB_DIR/run/created-bridge"; BL_HAD_BRIDGE=yes
         ip addr add "$BOOTLAB_HOST_IP" dev "$BOOTLAB_BRIDGE" || return 1
     fi
+    # A fixed MAC: by default a bridge takes the lowest MAC of its ports, so it changes when
+    # that container goes away, and the guests' ARP entries for the host then point nowhere
+    # for ~30 s (seen: OneGate unreachable from the controller after a worker was killed).
+    ip link set "$BOOTLAB_BRIDGE" address "$(bl_mac "$BOOTLAB_NET.1")" || return 1
     ip link set "$BOOTLAB_BRIDGE" up
 }
 # Delete the bridge, only if this lab created (or took over) it.
@@ -650,11 +654,11 @@ bl_poweroff_signal() { local l; l=$(bl_leader "$1") && kill -s SIGRTMIN+4 "$l"; 
 # (needs BOOTLAB_ON_REBOOT=restart, the default). Then use bl_wait_running.
 bl_reboot() {
     local name=$1 timeout=${2:-60} n end
-    n=$(wc -l < "$BOOTLAB_DIR/run/$name.history" 2>/dev/null || echo 0)
+    n=$({ wc -l < "$BOOTLAB_DIR/run/$name.history"; } 2>/dev/null || echo 0)
     bl_exec "$name" systemctl reboot --no-block || return 1
     end=$(( $(date +%s) + timeout ))
     while [ "$(date +%s)" -lt "$end" ]; do
-        if [ "$(wc -l < "$BOOTLAB_DIR/run/$name.history" 2>/dev/null || echo 0)" -gt "$n" ]; then
+        if [ "$({ wc -l < "$BOOTLAB_DIR/run/$name.history"; } 2>/dev/null || echo 0)" -gt "$n" ]; then
             bl_running "$name" && return 0
             _bl_err "$name: nspawn exited with status $(bl_rc "$name") instead of rebooting"; return 1
         fi

@@ -41,6 +41,8 @@ case $SCENARIO in appliance|pair|all) ;; *) echo "usage: $0 [appliance|pair|all]
 OWN_LAB_DIR=yes; [ -n "${BOOTLAB_DIR:-}" ] && OWN_LAB_DIR=no   # ours: removed after a pass
 # shellcheck source-path=SCRIPTDIR source=bootlab.sh
 . "$HERE/bootlab.sh"
+# shellcheck source-path=SCRIPTDIR source=lab_lib.sh
+. "$HERE/lab_lib.sh"
 if ! bl_host_check; then
     [ "$OWN_LAB_DIR" = yes ] && rmdir "$BOOTLAB_DIR"
     echo "SKIPPED: this host cannot run the lab (see above)"; exit 77
@@ -118,98 +120,6 @@ rootfs() {
 }
 
 # ---- appliance ------------------------------------------------------------------------------
-
-# The product to install: sets DEB (preferred) or DEV_BIN (fallback).
-find_product() {
-    DEB=${ONEHPC_DEB:-} DEV_BIN="" DEV_LIBS=""
-    if [ -z "$DEB" ]; then
-        DEB=$(find "$BIN_DIR" -maxdepth 1 -name "one-hpc_*_$(dpkg --print-architecture).deb" \
-            -printf '%T@ %p\n' 2>/dev/null | sort -n | tail -1 | cut -d' ' -f2-)
-    fi
-    if [ -n "$DEB" ] && [ -f "$DEB" ]; then
-        echo "product: $DEB"
-        local bin=${ONEHPC_BIN:-$BIN_DIR/one-hpc}
-        if [ -f "$bin" ] && [ "$bin" -nt "$DEB" ]; then
-            echo "WARNING: $bin is newer than $DEB: the lab tests the older package" \
-                "(cmake --build $BIN_DIR --target package)"
-        fi
-        return 0
-    fi
-    if [ -n "${ONEHPC_DEB:-}" ]; then echo "ONEHPC_DEB=$ONEHPC_DEB: no such file" >&2; return 1; fi
-    DEB="" DEV_BIN=${ONEHPC_BIN:-$BIN_DIR/one-hpc}
-    if [ -x "$DEV_BIN" ]; then
-        echo "WARNING: no one-hpc .deb in $BIN_DIR; installing $DEV_BIN and $SRC/install/systemd/*" \
-            "by hand (development fallback: the package itself is NOT tested)"
-        DEV_LIBS=$(dev_lib_packages "$DEV_BIN") || return 1
-        echo "  shared libraries from: $DEV_LIBS"
-        return 0
-    fi
-    echo "no one-hpc .deb in $BIN_DIR and no one-hpc binary; build the package target" >&2
-    return 1
-}
-
-# The Debian packages that hold the shared libraries BIN links to (for the fallback; the
-# .deb declares them itself).
-dev_lib_packages() {
-    local lib pkgs="" p name
-    for name in $(readelf -d "$1" | sed -n 's/.*(NEEDED).*\[\(.*\)\]$/\1/p'); do
-        lib=$(ldd "$1" | awk -v n="$name" '$1 == n && $2 == "=>" {print $3}')
-        [ -n "$lib" ] || { echo "$1 needs $name, which the host does not have" >&2; return 1; }
-        p=$(dpkg -S "$lib" 2>/dev/null || dpkg -S "$(readlink -f "$lib")" 2>/dev/null ||
-            dpkg -S "/usr$lib" 2>/dev/null) || { echo "no package holds $lib" >&2; return 1; }
-        p=${p%%:*}
-        case " $pkgs " in *" $p "*) ;; *) pkgs="$pkgs $p";; esac
-    done
-    echo "${pkgs# }"
-}
-
-# What a .deb installs, without the build dates CPack puts in every new archive (so a
-# repackaged but unchanged product keeps its cached layer): the control members (control,
-# maintainer scripts, md5sums of every file) and the modes, owners and sizes of the files.
-deb_fingerprint() {
-    { dpkg-deb --ctrl-tarfile "$1" | tar -xO
-      dpkg-deb --contents "$1" | awk '{print $1, $2, $3, $6}'; } | sha256sum | cut -d' ' -f1
-}
-
-# Layers: appliance-slurm = install-appliance.sh --role-packages slurm; on top, one-hpc =
-# install-appliance.sh --deb (or the development fallback). Keyed by the script's and the
-# package's checksums. Package lists are dropped afterwards to keep layers small (what
-# --clean-image would do in the image; the lab does not seal its image).
-build_layers() {
-    local script=$SRC/image-build/install-appliance.sh t0 sum key
-    sum=$(sha256sum "$script" | cut -d' ' -f1)
-    t0=$(_bl_now)
-    bl_layer_build appliance-slurm "" "install-appliance.sh $sum --role-packages slurm" \
-        --bind-ro="$SRC/image-build:/run/bootlab-src" -- \
-        sh -c '/run/bootlab-src/install-appliance.sh --role-packages slurm &&
-               apt-get clean && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin' || return 1
-    timing "layer appliance-slurm ($BL_LAYER_RESULT)" "$(_bl_dt "$t0" "$(_bl_now)")"
-    t0=$(_bl_now)
-    if [ -n "$DEB" ]; then
-        key="install-appliance.sh $sum --deb $(deb_fingerprint "$DEB")"
-        # shellcheck disable=SC2016  # $1 of the inner shell
-        bl_layer_build one-hpc appliance-slurm "$key" \
-            --bind-ro="$SRC/image-build:/run/bootlab-src" \
-            --bind-ro="$DEB:/run/bootlab-deb/$(basename "$DEB")" -- \
-            sh -c '/run/bootlab-src/install-appliance.sh --deb "$1" &&
-                   apt-get clean && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin' \
-            sh "/run/bootlab-deb/$(basename "$DEB")" || return 1
-    else
-        key="install-appliance.sh $sum dev $DEV_LIBS $(cat "$DEV_BIN" "$SRC"/install/systemd/* | sha256sum | cut -d' ' -f1)"
-        # shellcheck disable=SC2016,SC2086  # "$@" of the inner shell; one word per package
-        bl_layer_build one-hpc appliance-slurm "$key" \
-            --bind-ro="$SRC/image-build:/run/bootlab-src" \
-            --bind-ro="$DEV_BIN:/run/bootlab-bin/one-hpc" \
-            --bind-ro="$SRC/install/systemd:/run/bootlab-units" -- \
-            sh -c 'apt-get update -q && apt-get install -y -q --no-install-recommends "$@" &&
-                   install -m 0755 /run/bootlab-bin/one-hpc /usr/sbin/one-hpc &&
-                   install -m 0644 /run/bootlab-units/* /usr/lib/systemd/system/ &&
-                   /run/bootlab-src/install-appliance.sh &&
-                   apt-get clean && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin' \
-            sh $DEV_LIBS || return 1
-    fi
-    timing "layer one-hpc ($BL_LAYER_RESULT)" "$(_bl_dt "$t0" "$(_bl_now)")"
-}
 
 # The OneGate simulator on the bridge, and a VM in it for vm1. Sets VMID and TOKEN, or leaves
 # them empty when the simulator is not built.

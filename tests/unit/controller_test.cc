@@ -243,6 +243,7 @@ TEST_F(ControllerTest, SetHostnameAndErrors) {
 
 TEST_F(ControllerTest, CgroupsWhenAvailable) {
   m_.Write("/sys/fs/cgroup/cgroup.controllers", "cpuset cpu io memory pids\n");
+  m_.Write("/proc/mounts", "cgroup2 /sys/fs/cgroup cgroup2 rw,nosuid,nodev,noexec,relatime 0 0\n");
   Configure();
   std::string conf = m_.Read("/etc/slurm/slurm.conf");
   EXPECT_EQ(slurm::SlurmConfValue(conf, "ProctrackType"), "proctrack/cgroup");

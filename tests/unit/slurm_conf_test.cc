@@ -71,13 +71,64 @@ TEST(DetectCgroupsTest, Choices) {
   EXPECT_FALSE(no_memory.use_cgroup);
   EXPECT_NE(no_memory.why.find("without the memory controller"), std::string::npos);
   m.Write("/sys/fs/cgroup/cgroup.controllers", "cpuset cpu io memory hugetlb pids rdma misc\n");
+  m.Write("/proc/mounts", "cgroup2 /sys/fs/cgroup cgroup2 rw,nosuid,nodev,noexec,relatime 0 0\n");
   EXPECT_TRUE(DetectCgroups(*m.files).use_cgroup);
   FakeMachine v1;
+  v1.Write("/proc/mounts",
+           "cgroup /sys/fs/cgroup/memory cgroup rw,nosuid,nodev,noexec,relatime,memory 0 0\n"
+           "cgroup /sys/fs/cgroup/freezer cgroup rw,nosuid,nodev,noexec,relatime,freezer 0 0\n"
+           "cgroup /sys/fs/cgroup/cpuset cgroup rw,nosuid,nodev,noexec,relatime,cpuset 0 0\n");
   v1.Write("/sys/fs/cgroup/memory/tasks", "");
   v1.Write("/sys/fs/cgroup/freezer/tasks", "");
   EXPECT_FALSE(DetectCgroups(*v1.files).use_cgroup);
   v1.Write("/sys/fs/cgroup/cpuset/tasks", "");
   EXPECT_TRUE(DetectCgroups(*v1.files).use_cgroup);
+}
+
+// systemd-nspawn (and other containers) show the host's v1 hierarchies read-only: the tasks
+// files exist, but slurmd's proctrack/cgroup cannot create its cgroups there.
+TEST(DetectCgroupsTest, ReadOnlyV1HierarchiesInAContainer) {
+  FakeMachine m;
+  m.Write("/sys/fs/cgroup/memory/tasks", "");
+  m.Write("/sys/fs/cgroup/freezer/tasks", "");
+  m.Write("/sys/fs/cgroup/cpuset/tasks", "");
+  // As seen inside a booted nspawn container on a hybrid host.
+  m.Write("/proc/mounts",
+          "tmpfs /sys/fs/cgroup tmpfs ro,nosuid,nodev,noexec,mode=755 0 0\n"
+          "cgroup2 /sys/fs/cgroup/unified cgroup2 rw,nosuid,nodev,noexec,relatime 0 0\n"
+          "cgroup /sys/fs/cgroup/systemd cgroup rw,nosuid,nodev,noexec,relatime,xattr,name=systemd 0 0\n"
+          "cgroup /sys/fs/cgroup/cpuset cgroup ro,nosuid,nodev,noexec,relatime,cpuset 0 0\n"
+          "cgroup /sys/fs/cgroup/freezer cgroup ro,nosuid,nodev,noexec,relatime,freezer 0 0\n"
+          "cgroup /sys/fs/cgroup/memory cgroup ro,nosuid,nodev,noexec,relatime,memory 0 0\n");
+  auto c = DetectCgroups(*m.files);
+  EXPECT_FALSE(c.use_cgroup);
+  EXPECT_NE(c.why.find("read-only"), std::string::npos) << c.why;
+  EXPECT_NE(c.why.find("/sys/fs/cgroup/"), std::string::npos) << c.why;
+  // Only one read-only hierarchy is enough to fall back.
+  m.Write("/proc/mounts",
+          "cgroup /sys/fs/cgroup/cpuset cgroup rw,relatime,cpuset 0 0\n"
+          "cgroup /sys/fs/cgroup/freezer cgroup ro,relatime,freezer 0 0\n"
+          "cgroup /sys/fs/cgroup/memory cgroup rw,relatime,memory 0 0\n");
+  EXPECT_FALSE(DetectCgroups(*m.files).use_cgroup);
+  // A controller without a mount of its own (tasks file but no cgroup mount): not usable.
+  m.Write("/proc/mounts",
+          "cgroup /sys/fs/cgroup/cpuset cgroup rw,relatime,cpuset 0 0\n"
+          "cgroup /sys/fs/cgroup/memory cgroup rw,relatime,memory 0 0\n");
+  EXPECT_FALSE(DetectCgroups(*m.files).use_cgroup);
+  // Co-mounted controllers (cpu,cpuacct style) are found by their option, not their path.
+  m.Write("/proc/mounts",
+          "cgroup /sys/fs/cgroup/cpuset,freezer cgroup rw,relatime,cpuset,freezer 0 0\n"
+          "cgroup /sys/fs/cgroup/memory cgroup rw,relatime,memory 0 0\n");
+  EXPECT_TRUE(DetectCgroups(*m.files).use_cgroup);
+}
+
+TEST(DetectCgroupsTest, ReadOnlyV2) {
+  FakeMachine m;
+  m.Write("/sys/fs/cgroup/cgroup.controllers", "cpuset cpu io memory pids\n");
+  m.Write("/proc/mounts", "cgroup2 /sys/fs/cgroup cgroup2 ro,nosuid,nodev,noexec,relatime 0 0\n");
+  auto c = DetectCgroups(*m.files);
+  EXPECT_FALSE(c.use_cgroup);
+  EXPECT_NE(c.why.find("read-only"), std::string::npos) << c.why;
 }
 
 TEST(SlurmdUnitTest, DynamicNodeUnit) {
