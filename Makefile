@@ -21,7 +21,7 @@ DEPS_BUILD := cmake g++ make pkg-config libcurl4-openssl-dev nlohmann-json3-dev 
   libcpp-httplib-dev clang libclang-rt-14-dev libyaml-cpp-dev ccache
 DEPS_TEST := util-linux e2fsprogs xfsprogs dosfstools fdisk cryptsetup-bin lvm2 systemd \
   iproute2 procps nfs-kernel-server python3 python3-jsonschema shellcheck packer openssh-client \
-  mariadb-server mariadb-client
+  mariadb-server mariadb-client squid
 DEPS_LAB := systemd-container debootstrap munge slurmctld slurmd slurm-client
 DEPS := $(DEPS_BUILD) $(DEPS_TEST) $(DEPS_LAB)
 

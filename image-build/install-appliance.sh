@@ -10,7 +10,8 @@
 #   --role-packages SET  Debian packages of the roles (--no-install-recommends):
 #                          slurm: munge slurmd slurmctld slurm-client
 #                          ood:   the Debian parts of the Open OnDemand roles: the Slurm set
-#                                 plus slurmdbd, mariadb-server, nfs-kernel-server, nfs-common
+#                                 plus slurmdbd, mariadb-server, nfs-kernel-server, nfs-common,
+#                                 squid (the storage role's CernVM-FS proxy)
 #                                 (OnDemand itself comes from OSC's apt repository, not here)
 #                          all:   both;  none (default): no role packages
 #   --deb PATH           install one-hpc's .deb (apt-get install PATH, so its dependencies
@@ -31,12 +32,12 @@ PRESET_FILE=$PRESET_DIR/20-one-hpc.preset
 POLICY_RC=/usr/sbin/policy-rc.d
 
 SLURM_PACKAGES="munge slurmd slurmctld slurm-client"
-OOD_PACKAGES="$SLURM_PACKAGES slurmdbd mariadb-server nfs-kernel-server nfs-common"
+OOD_PACKAGES="$SLURM_PACKAGES slurmdbd mariadb-server nfs-kernel-server nfs-common squid"
 
 # Units one-hpc starts per role; they stay off in the image. Names that are not installed
 # are harmless in a preset file.
 ROLE_UNITS="munge.service slurmctld.service slurmd.service slurmdbd.service mariadb.service
-nfs-server.service"
+nfs-server.service squid.service"
 # one-hpc's own per-role units (reconcile timers, shutdown hooks, ...) are matched by the name
 # patterns one-hpc-* and oneslurm-* below; every unit the one-hpc package ships is also
 # listed by name once it is installed.
@@ -45,7 +46,7 @@ UNIT_DIRS="/etc/systemd/system /lib/systemd/system /usr/lib/systemd/system"
 die() { echo "install-appliance: $*" >&2; exit 1; }
 log() { echo "install-appliance: $*"; }
 usage() {
-    sed -n '8,20s/^# \{0,1\}//p' "$0" >&2
+    sed -n '8,21s/^# \{0,1\}//p' "$0" >&2
     exit 2
 }
 

@@ -12,6 +12,7 @@
 #include "roles/disk/mount_unit.h"
 #include "roles/nfs/exports.h"
 #include "roles/slurm/units.h"
+#include "roles/squid/cvmfs_proxy.h"
 
 namespace onehpc {
 namespace {
@@ -35,13 +36,15 @@ class StorageRole : public Role {
   std::string Service() const override { return kOpenOnDemandService; }
   std::string Summary() const override {
     return "Open OnDemand storage: homes on the ood-home disk, NFS exports of homes, Slurm "
-           "state and software, export refresher";
+           "state and software, export refresher, CernVM-FS proxy (Squid)";
   }
   std::vector<SettingSpec> Settings() const override { return StorageSettings(); }
 
   Status Configure(RoleEnv& env) override {
     auto net = nfs::ComputeNetwork(env.context.vars);
     if (!net) return Fail(net.error());
+    // The software-cache inputs are checked before anything changes.
+    if (auto url = squid::SiteProxyUrl(env.settings); !url) return Fail(url.error());
     bool external_home = env.settings.GetBool(kHomeNfsEnabled);
     log::Info("storage: compute network {}; homes {}", *net,
               external_home ? "on the site's NFS server (ONEAPP_HOME_NFS_ENABLED)"
@@ -96,8 +99,13 @@ class StorageRole : public Role {
         !s) {
       return s;
     }
-    return slurm::EnsureUnitRunning(env, kExportsRefreshTimer, false, "",
-                                    "re-reads the service document every 20 s");
+    if (auto s = slurm::EnsureUnitRunning(env, kExportsRefreshTimer, false, "",
+                                          "re-reads the service document every 20 s");
+        !s) {
+      return s;
+    }
+    // The software cache: Squid for CernVM-FS, unless the site's proxy is used.
+    return squid::EnsureCvmfsProxy(env, *net);
   }
 
  private:
@@ -298,7 +306,9 @@ std::vector<SettingSpec> StorageSettings() {
       "The homes live on the site's NFS server: the storage role then neither looks at a disk "
       "nor exports /export/home (the Slurm state and software exports still run).";
   home.roles = {kStorageRole};
-  return {home};
+  std::vector<SettingSpec> specs = {home};
+  for (auto& spec : squid::SoftwareProxySettings({kStorageRole})) specs.push_back(spec);
+  return specs;
 }
 
 std::unique_ptr<Role> MakeStorageRole() { return MakeStorageRole(StorageOptions{}); }

@@ -1,6 +1,7 @@
 // The Open OnDemand storage role: the users' homes (on the ood-home disk when one is
 // attached), the Slurm controller state and the software tree, served over NFS to the
-// portal and the compute network. See roles/disk/home_disk.h and roles/nfs/exports.h.
+// portal and the compute network, and the CernVM-FS proxy (Squid). See
+// roles/disk/home_disk.h, roles/nfs/exports.h and roles/squid/cvmfs_proxy.h.
 #ifndef ONEHPC_ROLES_STORAGE_H_
 #define ONEHPC_ROLES_STORAGE_H_
 
@@ -36,7 +37,7 @@ struct StorageOptions {
 std::unique_ptr<Role> MakeStorageRole();
 std::unique_ptr<Role> MakeStorageRole(StorageOptions options);
 
-/// The storage role's settings (ONEAPP_HOME_NFS_ENABLED).
+/// The storage role's settings (ONEAPP_HOME_NFS_ENABLED, the software cache's).
 std::vector<SettingSpec> StorageSettings();
 
 }  // namespace onehpc

@@ -4,6 +4,9 @@
 
 #include <sys/stat.h>
 
+#include <fstream>
+#include <iterator>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -11,6 +14,7 @@
 #include "roles/disk/home_disk.h"
 #include "roles/disk/mount_unit.h"
 #include "roles/nfs/exports.h"
+#include "roles/squid/cvmfs_proxy.h"
 #include "tests/unit/slurm_test_fakes.h"
 
 namespace onehpc {
@@ -716,6 +720,187 @@ TEST_F(StorageOneGateTest, PortalAddressChangeThroughOneGate) {
   std::string exports = m_.Read(nfs::kExportsFile);
   EXPECT_THAT(exports, HasSubstr("10.1.0.8(rw,sync,no_subtree_check,no_root_squash"));
   EXPECT_THAT(exports, Not(HasSubstr("10.1.0.5")));
+}
+
+// ---- the software cache (Squid for CernVM-FS) ----------------------------------------------
+
+class SquidTest : public StorageTest {
+ protected:
+  void SetUp() override {
+    StorageTest::SetUp();
+    m_.Write(squid::kSquidConf, "# packaged squid.conf\nhttp_port 3128\n");
+  }
+  int Parses() const {
+    int n = 0;
+    for (const auto& a : m_.runner.Argvs()) {
+      if (a.rfind("squid -k parse -f ", 0) == 0) ++n;
+    }
+    return n;
+  }
+  std::string WantsSquid() const {
+    return "/etc/systemd/system/multi-user.target.wants/squid.service";
+  }
+};
+
+TEST_F(SquidTest, RendersForTheComputeNetworkValidatedThenStarted) {
+  std::string candidate;
+  m_.runner.On({"squid", "-k", "parse", "-f"}, [&](const Command& c) {
+    std::ifstream in(c.argv.back());
+    candidate.assign(std::istreambuf_iterator<char>(in), {});
+    EXPECT_FALSE(m_.Read(squid::kSquidConf).rfind(squid::kHeader, 0) == 0)
+        << "squid.conf replaced before the check";
+    return Exit(0);
+  });
+  MustConfigure();
+  std::string conf = m_.Read(squid::kSquidConf);
+  EXPECT_EQ(candidate, conf);
+  EXPECT_EQ(Parses(), 1);
+  EXPECT_EQ(conf.rfind(squid::kHeader, 0), 0u);
+  EXPECT_THAT(conf, HasSubstr("\nhttp_port 3128\n"));
+  EXPECT_THAT(conf, HasSubstr("\nacl localnet src 10.1.0.0/24\n"));
+  EXPECT_THAT(conf, HasSubstr("\nhttp_access allow localnet\n"));
+  EXPECT_THAT(conf, HasSubstr("\nhttp_access deny all\n"));
+  EXPECT_THAT(conf, HasSubstr("\ncache_dir ufs /var/spool/squid 20000 16 256\n"));
+  EXPECT_THAT(conf, HasSubstr("\nmaximum_object_size 1024 MB\n"));
+  EXPECT_THAT(conf, HasSubstr("\ncache_mem 256 MB\n"));
+  EXPECT_LT(conf.find("http_access allow localnet"), conf.find("http_access deny all"));
+  EXPECT_EQ(m_.Read(squid::kSquidConfOriginal), "# packaged squid.conf\nhttp_port 3128\n");
+  EXPECT_FALSE(m_.Exists(squid::kSquidConfCandidate));
+  EXPECT_TRUE(m_.Exists(WantsSquid()));
+  EXPECT_TRUE(Ran("systemctl --no-block start squid.service"));
+  EXPECT_FALSE(Ran("systemctl --no-block restart squid.service"));
+}
+
+TEST_F(SquidTest, SecondRunChangesNothing) {
+  MustConfigure();
+  size_t commands = m_.runner.commands().size();
+  auto second = MustConfigure();
+  EXPECT_TRUE(second.run->Changes().empty()) << second.run->plan.Render();
+  for (size_t i = commands; i < m_.runner.commands().size(); ++i) {
+    std::string a = log::QuoteArgv(m_.runner.commands()[i].argv);
+    EXPECT_EQ(a.rfind("systemctl is-active", 0), 0u) << a;
+  }
+  EXPECT_THAT(second.run->plan.Render(), HasSubstr("/etc/squid/squid.conf [keep]"));
+  EXPECT_EQ(Parses(), 1);
+}
+
+TEST_F(SquidTest, NetsOverrideRestartsOnlyWhenChanged) {
+  MustConfigure();
+  vars_["ONEAPP_SQUID_NETS"] = "10.1.0.0/24, 172.16.0.0/16";
+  MustConfigure();
+  EXPECT_THAT(m_.Read(squid::kSquidConf),
+              HasSubstr("\nacl localnet src 10.1.0.0/24 172.16.0.0/16\n"));
+  EXPECT_TRUE(Ran("systemctl --no-block restart squid.service"));
+  // The packaged original was kept once, not overwritten by our own file.
+  EXPECT_EQ(m_.Read(squid::kSquidConfOriginal), "# packaged squid.conf\nhttp_port 3128\n");
+}
+
+TEST_F(SquidTest, BadNetsNameVariableValueAndExpectation) {
+  for (const char* bad : {"10.1.0.0", "10.1.0.0/33", "300.1.0.0/24", "fe80::/10", "any"}) {
+    auto s = Settings::Resolve(StorageSettings(), {{"ONEAPP_SQUID_NETS", bad}});
+    ASSERT_FALSE(s) << bad;
+    EXPECT_THAT(s.error().message, HasSubstr("ONEAPP_SQUID_NETS")) << bad;
+    EXPECT_THAT(s.error().message, HasSubstr(bad));
+    EXPECT_THAT(s.error().message, HasSubstr("CIDR"));
+  }
+}
+
+TEST_F(SquidTest, ParseFailureIsFatalAndKeepsTheOldFile) {
+  m_.runner.On({"squid", "-k", "parse"},
+               Exit(1, "", "2026/01/01| Processing: x\n2026/01/01| FATAL: Bungled x line 3\n"));
+  auto r = Configure();
+  ASSERT_FALSE(r.status);
+  EXPECT_THAT(r.status.error().message, HasSubstr("squid -k parse rejected"));
+  EXPECT_THAT(r.status.error().message, HasSubstr("FATAL: Bungled x line 3"));
+  EXPECT_THAT(r.status.error().message, Not(HasSubstr("Processing")));
+  EXPECT_EQ(m_.Read(squid::kSquidConf), "# packaged squid.conf\nhttp_port 3128\n");
+  EXPECT_FALSE(m_.Exists(squid::kSquidConfCandidate));
+  EXPECT_FALSE(m_.Exists(WantsSquid()));
+  EXPECT_FALSE(Ran("systemctl --no-block start squid.service"));
+}
+
+TEST_F(SquidTest, SiteProxyMeansNoSquidAndDisablesOurs) {
+  MustConfigure();
+  ASSERT_TRUE(m_.Exists(WantsSquid()));
+  vars_["ONEAPP_SOFTWARE_PROXY_ENABLED"] = "yes";
+  vars_["ONEAPP_SOFTWARE_PROXY_URL"] = "http://squid.example.org:3128";
+  auto r = MustConfigure();
+  EXPECT_FALSE(m_.Exists(WantsSquid()));
+  EXPECT_TRUE(Ran("systemctl disable squid.service"));
+  EXPECT_TRUE(Ran("systemctl --no-block stop squid.service"));
+  EXPECT_EQ(Parses(), 1);
+  EXPECT_THAT(r.run->plan.Render(), HasSubstr("http://squid.example.org:3128"));
+  auto again = MustConfigure();
+  EXPECT_TRUE(again.run->Changes().empty()) << again.run->plan.Render();
+}
+
+TEST_F(SquidTest, SiteProxyOnAFreshVmTouchesNoSquid) {
+  vars_["ONEAPP_SOFTWARE_PROXY_ENABLED"] = "1";
+  vars_["ONEAPP_SOFTWARE_PROXY_URL"] = "https://proxy.example.org/";
+  MustConfigure();
+  EXPECT_EQ(Parses(), 0);
+  EXPECT_EQ(m_.Read(squid::kSquidConf), "# packaged squid.conf\nhttp_port 3128\n");
+  EXPECT_FALSE(Ran("systemctl disable squid.service"));
+  EXPECT_FALSE(Ran("systemctl --no-block stop squid.service"));
+}
+
+TEST_F(SquidTest, UrlIgnoredWhenTheSwitchIsOff) {
+  vars_["ONEAPP_SOFTWARE_PROXY_URL"] = "ftp://not used";
+  MustConfigure();
+  EXPECT_EQ(Parses(), 1);
+}
+
+TEST_F(SquidTest, UrlRequiredAndValidatedWhenTheSwitchIsOn) {
+  vars_["ONEAPP_SOFTWARE_PROXY_ENABLED"] = "YES";
+  auto r = Configure();
+  ASSERT_FALSE(r.status);
+  EXPECT_EQ(r.status.error().kind, ErrorKind::kInvalidInput);
+  EXPECT_THAT(r.status.error().message, HasSubstr("ONEAPP_SOFTWARE_PROXY_URL is empty"));
+  EXPECT_THAT(r.status.error().message, HasSubstr("ONEAPP_SOFTWARE_PROXY_ENABLED=YES"));
+  EXPECT_FALSE(m_.Exists(nfs::kExportsFile)) << "nothing changes before the inputs are checked";
+  for (const char* bad : {"ftp://x.org", "squid.example.org:3128", "http://a b", "http://",
+                          "http://x.org:99999", "http://x.org/ path", "http://-x.org"}) {
+    vars_["ONEAPP_SOFTWARE_PROXY_URL"] = bad;
+    auto b = Configure();
+    ASSERT_FALSE(b.status) << bad;
+    EXPECT_THAT(b.status.error().message,
+                HasSubstr(std::string("ONEAPP_SOFTWARE_PROXY_URL='") + bad + "'"));
+    EXPECT_THAT(b.status.error().message, HasSubstr("expected an http(s) URL without whitespace"));
+  }
+  for (const char* good : {"http://10.0.0.1:3128", "HTTPS://proxy.example.org/cvmfs",
+                           "http://[fd00::1]:3128", "http://squid"}) {
+    auto s = Settings::Resolve(StorageSettings(), {{"ONEAPP_SOFTWARE_PROXY_ENABLED", "YES"},
+                                                   {"ONEAPP_SOFTWARE_PROXY_URL", good}});
+    ASSERT_TRUE(s);
+    auto url = squid::SiteProxyUrl(*s);
+    EXPECT_TRUE(url) << good << ": " << (url ? "" : url.error().message);
+  }
+}
+
+TEST_F(SquidTest, PlanShowsTheSquidStepsAndChangesNothing) {
+  auto r = MustConfigure(PlanMode::kDryRun);
+  std::string plan = r.run->plan.Render();
+  EXPECT_THAT(plan, HasSubstr("write /etc/squid/squid.conf (checked with squid -k parse first)"));
+  EXPECT_THAT(plan, HasSubstr("localnet 10.1.0.0/24"));
+  EXPECT_THAT(plan, HasSubstr("keep the packaged /etc/squid/squid.conf"));
+  EXPECT_THAT(plan, HasSubstr("enable squid.service"));
+  EXPECT_THAT(plan, HasSubstr("start squid.service (--no-block)"));
+  EXPECT_EQ(Parses(), 0);
+  EXPECT_EQ(m_.Read(squid::kSquidConf), "# packaged squid.conf\nhttp_port 3128\n");
+  EXPECT_FALSE(m_.Exists(squid::kSquidConfOriginal));
+}
+
+TEST(SquidRender, DefaultsListed) {
+  auto specs = StorageSettings();
+  std::vector<std::string> names;
+  for (const auto& s : specs) names.push_back(s.name);
+  EXPECT_THAT(names, ::testing::ElementsAre("ONEAPP_HOME_NFS_ENABLED",
+                                            "ONEAPP_SOFTWARE_PROXY_ENABLED",
+                                            "ONEAPP_SOFTWARE_PROXY_URL", "ONEAPP_SQUID_NETS"));
+  auto s = Settings::Resolve(specs, {});
+  ASSERT_TRUE(s);
+  EXPECT_FALSE(s->GetBool("ONEAPP_SOFTWARE_PROXY_ENABLED"));
+  EXPECT_TRUE(s->GetList("ONEAPP_SQUID_NETS").empty());
 }
 
 }  // namespace
