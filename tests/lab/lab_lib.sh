@@ -1,8 +1,8 @@
 # shellcheck shell=bash
 # lab_lib.sh - what the lab test scripts share on top of bootlab.sh: the product under test
 # (the .deb, or a development fallback) and the cached package layers it is installed in.
-# Source it after bootlab.sh; it expects SRC (source tree), BIN_DIR (build tree) and a
-# `timing LABEL SECONDS` function from the caller.
+# Source it after bootlab.sh; it expects SRC (source tree) and BIN_DIR (build tree). It also
+# holds the test harness (check, timings, clean-up traps, watchdog: lab_arm).
 
 # The product to install: sets DEB (preferred) or DEV_BIN (fallback).
 find_product() {
@@ -96,3 +96,54 @@ build_layers() {
     timing "layer one-hpc ($BL_LAYER_RESULT)" "$(_bl_dt "$t0" "$(_bl_now)")"
 }
 
+# ---- the test harness: counted checks, timings, clean-up on every exit ----------------------
+PASS=0 FAIL=0 SIM_PID="" WATCHDOG_PID=""
+declare -a TIMINGS=()
+check() {   # check DESCRIPTION COMMAND...   (returns the command's failure too)
+    local what=$1; shift
+    if "$@"; then echo "  ok    $what"; PASS=$((PASS + 1)); else echo "  FAIL  $what"; FAIL=$((FAIL + 1)); return 1; fi
+}
+# shellcheck disable=SC2317  # called through check
+eq() { [ "$1" = "$2" ] || { echo "        got '$1', want '$2'"; return 1; }; }
+# shellcheck disable=SC2317
+contains() { case $1 in *"$2"*) return 0;; esac; echo "        '$1' does not contain '$2'"; return 1; }
+timing() { TIMINGS+=("$(printf '%-52s %7ss' "$1" "$2")"); }
+print_timings() {
+    [ ${#TIMINGS[@]} -gt 0 ] || return 0
+    echo "== timings"
+    printf '  %s\n' "${TIMINGS[@]}"
+}
+sim_stop() {
+    if [ -n "$SIM_PID" ] && _bl_alive "$SIM_PID"; then
+        kill -TERM "$SIM_PID" 2>/dev/null
+        for _ in $(seq 50); do _bl_alive "$SIM_PID" || break; sleep 0.1; done
+        _bl_alive "$SIM_PID" && kill -KILL "$SIM_PID" 2>/dev/null
+        wait "$SIM_PID" 2>/dev/null
+    fi
+    SIM_PID=""
+}
+# shellcheck disable=SC2317  # the EXIT trap
+on_exit() {
+    local rc=$?
+    trap - EXIT
+    kill -TERM -- "-$WATCHDOG_PID" 2>/dev/null
+    sim_stop
+    bl_cleanup
+    print_timings
+    exit "$rc"
+}
+# lab_arm NAME: clean up on every exit, and stop the test at LAB_TIMEOUT seconds. ctest kills
+# a test that overruns its TIMEOUT with SIGKILL, and then nothing would clean up: a watchdog
+# (its own process group) sends SIGTERM first, which runs the clean-up. It only signals its
+# parent: after a SIGKILL of the test it is re-parented and does nothing.
+lab_arm() {
+    trap on_exit EXIT
+    trap 'echo "interrupted"; exit 130' INT
+    trap 'echo "terminated"; exit 143' TERM
+    LAB_TIMEOUT=${LAB_TIMEOUT:-1000}
+    # shellcheck disable=SC2016  # arguments of the inner shell
+    setsid bash -c 'sleep "$1"; read -r _ _ _ ppid _ < /proc/$$/stat; [ "$ppid" = "$2" ] || exit 0
+        echo "$3: over LAB_TIMEOUT=$1 s, stopping" >&2; kill -TERM "$2"' \
+        lab-watchdog "$LAB_TIMEOUT" $$ "$1" &
+    WATCHDOG_PID=$!
+}

@@ -59,52 +59,9 @@ fi
 bl_host_setup
 
 T_START=$(_bl_now)
-PASS=0 FAIL=0 SIM_PID="" WATCHDOG_PID=""
-declare -a TIMINGS=()
 say() { echo "$(printf '[%6.1fs]' "$(_bl_dt "$T_START" "$(_bl_now)")") $*"; }
 step() { echo; say "=== $*"; }
-check() {   # check DESCRIPTION COMMAND...
-    local what=$1; shift
-    if "$@"; then echo "  ok    $what"; PASS=$((PASS + 1)); else echo "  FAIL  $what"; FAIL=$((FAIL + 1)); return 1; fi
-}
-# shellcheck disable=SC2317  # called through check
-eq() { [ "$1" = "$2" ] || { echo "        got '$1', want '$2'"; return 1; }; }
-# shellcheck disable=SC2317
-contains() { case $1 in *"$2"*) return 0;; esac; echo "        '$1' does not contain '$2'"; return 1; }
-timing() { TIMINGS+=("$(printf '%-52s %7ss' "$1" "$2")"); }
-print_timings() {
-    [ ${#TIMINGS[@]} -gt 0 ] || return 0
-    echo "== timings"
-    printf '  %s\n' "${TIMINGS[@]}"
-}
-sim_stop() {
-    if [ -n "$SIM_PID" ] && _bl_alive "$SIM_PID"; then
-        kill -TERM "$SIM_PID" 2>/dev/null
-        for _ in $(seq 50); do _bl_alive "$SIM_PID" || break; sleep 0.1; done
-        _bl_alive "$SIM_PID" && kill -KILL "$SIM_PID" 2>/dev/null
-        wait "$SIM_PID" 2>/dev/null
-    fi
-    SIM_PID=""
-}
-# shellcheck disable=SC2317  # the EXIT trap
-on_exit() {
-    local rc=$?
-    trap - EXIT
-    kill -TERM -- "-$WATCHDOG_PID" 2>/dev/null
-    sim_stop
-    bl_cleanup
-    print_timings
-    exit "$rc"
-}
-trap on_exit EXIT
-trap 'echo "interrupted"; exit 130' INT
-trap 'echo "terminated"; exit 143' TERM
-LAB_TIMEOUT=${LAB_TIMEOUT:-1000}
-# shellcheck disable=SC2016  # arguments of the inner shell
-setsid bash -c 'sleep "$1"; read -r _ _ _ ppid _ < /proc/$$/stat; [ "$ppid" = "$2" ] || exit 0
-    echo "lab_lifecycle_test: over LAB_TIMEOUT=$1 s, stopping" >&2; kill -TERM "$2"' \
-    lab-watchdog "$LAB_TIMEOUT" $$ &
-WATCHDOG_PID=$!
+lab_arm lab_lifecycle_test
 echo "lab directory: $BOOTLAB_DIR   cache: $BOOTLAB_CACHE"
 
 # ---- polling -------------------------------------------------------------------------------
