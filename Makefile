@@ -72,7 +72,7 @@ LAB_CACHE ?= /var/cache/one-hpc-bootlab
 demo:
 	@if [ "$$(id -u)" != 0 ]; then \
 	  echo "make demo boots containers (systemd-nspawn) and a bridge: it needs root. Run: sudo make demo"; exit 1; fi
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(LAUNCHER) >/dev/null
 	cmake --build $(BUILD) -j$(JOBS) --target one-hpc onegate-sim
 	cmake --build $(BUILD) --target package >/dev/null
 	BOOTLAB_CACHE=$(LAB_CACHE) ONEHPC_BINARY_DIR=$(abspath $(BUILD)) \
@@ -81,7 +81,7 @@ demo:
 # Reconcile cost with 10, 100 and 1000 simulated workers (tests/bench/reconcile_bench.sh). Root.
 bench:
 	@if [ "$$(id -u)" != 0 ]; then echo "make bench runs slurmctld in a network namespace: it needs root"; exit 1; fi
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(LAUNCHER) >/dev/null
 	cmake --build $(BUILD) -j$(JOBS) --target one-hpc onegate-sim
 	ONEHPC_BINARY_DIR=$(abspath $(BUILD)) bash tests/bench/reconcile_bench.sh
 
