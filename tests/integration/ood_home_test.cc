@@ -368,6 +368,9 @@ TEST_F(HomeCreateTest, RacingSymlinkSwapsNeverReachOutside) {
 // exit 3 before anything is touched.
 TEST_F(HomeCreateTest, CommandRefusesUnknownAndSystemUsers) {
   const char* bin = std::getenv("ONEHPC_BIN");
+#ifdef ONEHPC_TEST_BIN
+  if (!bin) bin = ONEHPC_TEST_BIN;
+#endif
   if (!bin) GTEST_SKIP() << "ONEHPC_BIN not set";
   auto run = [&](std::vector<std::string> args) {
     pid_t pid = ::fork();
