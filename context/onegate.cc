@@ -583,9 +583,9 @@ Result<HttpResponse> OneGateClient::Call(const std::string& method, const std::s
   return result;
 }
 
-Result<VmInfo> OneGateClient::GetVm() {
+Result<VmInfo> OneGateClient::GetVmAt(const std::string& path) {
   VmInfo vm;
-  auto result = Call("GET", "/vm", "", "", [&](const HttpResponse& response) -> Status {
+  auto result = Call("GET", path, "", "", [&](const HttpResponse& response) -> Status {
     auto parsed = ParseVmJson(response.body);
     if (!parsed) return Fail(parsed.error());
     vm = std::move(*parsed);
@@ -595,20 +595,13 @@ Result<VmInfo> OneGateClient::GetVm() {
   return vm;
 }
 
+Result<VmInfo> OneGateClient::GetVm() { return GetVmAt("/vm"); }
+
 Result<VmInfo> OneGateClient::GetVmById(int vm_id) {
   if (vm_id < 0) {
     return Fail(ErrorKind::kInvalidInput, "GetVmById: bad VM id " + std::to_string(vm_id));
   }
-  VmInfo vm;
-  auto result = Call("GET", "/vms/" + std::to_string(vm_id), "", "",
-                     [&](const HttpResponse& response) -> Status {
-                       auto parsed = ParseVmJson(response.body);
-                       if (!parsed) return Fail(parsed.error());
-                       vm = std::move(*parsed);
-                       return Ok();
-                     });
-  if (!result) return Fail(result.error());
-  return vm;
+  return GetVmAt("/vms/" + std::to_string(vm_id));
 }
 
 Status OneGateClient::Update(const std::string& path,

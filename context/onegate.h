@@ -144,6 +144,8 @@ class OneGateClient {
                             const BodyCheck& check);
   Status Update(const std::string& path,
                 const std::vector<std::pair<std::string, std::string>>& attributes);
+  /// GET `path` and parse the body as a VM document (/vm, /vms/<id>).
+  Result<VmInfo> GetVmAt(const std::string& path);
   OneGateConfig config_;
   HttpTransport& http_;
   Clock& clock_;

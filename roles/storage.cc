@@ -151,8 +151,8 @@ class StorageRole : public Role {
   // refuse, never to decide to format.
   Status CheckPreviousHomeDisk(RoleEnv& env, const disk::HomeDiskDecision& decision) {
     if (decision.source == disk::HomeSource::kReuseLabelled) return Ok();
-    auto units = disk::RenderMountUnits("x", "ext4", disk::kHomeDir);
-    auto unit = env.files.ReadIfExists(units.mount_unit_path);
+    const std::string unit_path = disk::MountUnitPath(disk::kHomeDir);
+    auto unit = env.files.ReadIfExists(unit_path);
     if (!unit) return Fail(unit.error());
     if (!unit->has_value()) return Ok();
     std::string what;
@@ -162,11 +162,11 @@ class StorageRole : public Role {
     }
     return Fail(ErrorKind::kUnsafe,
                 "the homes of this VM were on the ood-home filesystem " + what +
-                    " (see " + units.mount_unit_path + "), which is not attached now; refusing to "
+                    " (see " + unit_path + "), which is not attached now; refusing to "
                     "serve " + (decision.source == disk::HomeSource::kFormatBlank
                                     ? "a newly formatted " + decision.device
                                     : std::string("the empty directory on the root disk")) +
-                    ". Attach the ood-home disk again, or delete " + units.mount_unit_path +
+                    ". Attach the ood-home disk again, or delete " + unit_path +
                     " to start with empty homes");
   }
 

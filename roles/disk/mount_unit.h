@@ -27,6 +27,9 @@ struct MountUnitFiles {
   std::string nfs_dropin;
 };
 
+/// /etc/systemd/system/<escaped where>.mount
+std::string MountUnitPath(const std::string& where);
+
 /// The units mounting the filesystem `uuid` (type `fs_type`) on `where`.
 MountUnitFiles RenderMountUnits(const std::string& uuid, const std::string& fs_type,
                                 const std::string& where);
