@@ -1,6 +1,13 @@
 #include "cli/commands.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <iostream>
 #include <memory>
 #include <regex>
@@ -70,10 +77,73 @@ bool HookRanThisBoot(Files& files) {
   return status.is_object() && status.value("entry", "") == "one-context";
 }
 
+// Serialises configure and follow on one VM (both change the same files and daemons).
+// flock(2) on a file in /run: released by the kernel when the process ends, even killed.
+class RunLock {
+ public:
+  RunLock(const Files& files, bool wait) {
+    std::string path = files.HostPath(kRunLockFile);
+    std::string dir = path.substr(0, path.rfind('/'));
+    ::mkdir(dir.c_str(), 0755);
+    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd_ < 0) {
+      error_ = std::string("cannot open ") + path + ": " + std::strerror(errno);
+      return;
+    }
+    int r;
+    do {
+      r = ::flock(fd_, LOCK_EX | (wait ? 0 : LOCK_NB));
+    } while (r != 0 && errno == EINTR);
+    if (r == 0) {
+      held_ = true;
+    } else {
+      error_ = errno == EWOULDBLOCK ? "busy" : std::string("flock: ") + std::strerror(errno);
+    }
+  }
+  ~RunLock() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  RunLock(const RunLock&) = delete;
+  RunLock& operator=(const RunLock&) = delete;
+  bool held() const { return held_; }
+  const std::string& error() const { return error_; }
+
+ private:
+  static constexpr const char* kRunLockFile = "/run/one-hpc/run.lock";
+  int fd_ = -1;
+  bool held_ = false;
+  std::string error_;
+};
+
 }  // namespace
+
+int CmdFollow(const CommonOptions& options) {
+  RealSystem sys(options.root);
+  RunLock lock(sys.files, /*wait=*/false);
+  if (!lock.held()) {
+    if (lock.error() == "busy") {
+      log::Info("follow: a configure is running; this pass is skipped");
+      return kExitOk;
+    }
+    log::Error("follow: {}", lock.error());
+    return kExitFailed;
+  }
+  auto context = LoadForCommand(options, false);
+  if (!context) {
+    log::Error("follow: cannot read the VM's context: {}", context.error().message);
+    return ExitCodeFor(context.error().kind);
+  }
+  return RunFollow(*context, sys.adapters);
+}
 
 int CmdConfigure(const CommonOptions& options, const std::string& entry, bool dry_run) {
   RealSystem sys(options.root);
+  std::unique_ptr<RunLock> lock;
+  if (!dry_run) {
+    // A follow pass is bounded (25 s): waiting for it is short.
+    lock = std::make_unique<RunLock>(sys.files, /*wait=*/true);
+    if (!lock->held()) log::Warn("configure runs without its lock: {}", lock->error());
+  }
   if (entry == "service" && !dry_run && HookRanThisBoot(sys.files)) {
     log::Info("configure already ran this boot from the one-context hook; nothing to do");
     return kExitOk;

@@ -25,10 +25,11 @@ int CmdSettings(const CommonOptions& options, const SettingsOutput& output);
 int CmdContext(const CommonOptions& options, bool json, bool show_secrets);
 int CmdReconcile(const CommonOptions& options);
 int CmdSelfDrain(const CommonOptions& options);
+int CmdFollow(const CommonOptions& options);
 /// Open OnDemand portal: first-login home of `user` (cli/ood_commands.cc).
 int CmdHomeCreate(const std::string& user, const std::string& home_base, const std::string& skel);
 struct AccountingCliOptions {
-  std::string backup_dir = "/var/lib/open-ondemand/slurm/backup";
+  std::string backup_dir = "/var/lib/one-hpc/portal-state/accounting";
   std::string database = "slurm_acct_db";
   std::string socket;  ///< "" = the client's default
   int keep = 48;

@@ -119,6 +119,11 @@ int Main(int argc, char** argv) {
                     "(ExecStop of oneslurm-self-drain.service)");
   add_common(self_drain, false);
 
+  auto* follow = app.add_subcommand(
+      "follow", "Open OnDemand worker: one pass following the portal (a replaced portal's "
+                "address, the users it publishes); one-hpc-follow-portal.service");
+  add_common(follow, true);
+
   std::string home_user;
   std::string home_user_option;
   std::string home_base = "/home";
@@ -186,6 +191,7 @@ int Main(int argc, char** argv) {
   }
   if (*reconcile) return CmdReconcile(options);
   if (*self_drain) return CmdSelfDrain(options);
+  if (*follow) return CmdFollow(options);
   if (*accounting_dump) return CmdAccountingDump(accounting);
   if (*accounting_restore) return CmdAccountingRestore(accounting);
   if (*home_create) {

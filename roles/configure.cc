@@ -152,4 +152,41 @@ ConfigureOutcome RunConfigure(const ConfigureRequest& request, SystemAdapters& s
   return outcome;
 }
 
+int RunFollow(const LoadedContext& context, SystemAdapters& sys) {
+  std::unique_ptr<OneGateClient> onegate;
+  auto config = OneGateConfig::FromContext(context);
+  if (!config) {
+    log::Error("follow: OneGate is not available: {}", config.error().message);
+    return ExitCodeFor(config.error().kind);
+  }
+  // One short look per tick: the timer comes back.
+  config->retry = RetryPolicy::Once();
+  onegate = std::make_unique<OneGateClient>(*config, sys.http, sys.clock);
+  auto choice = ChooseRole(context.vars, onegate.get());
+  if (!choice) {
+    log::Error("follow: {}", choice.error().message);
+    return ExitCodeFor(choice.error().kind);
+  }
+  std::unique_ptr<Role> role = MakeRole(choice->name);
+  if (!role) {
+    Error e = UnknownRoleError(*choice);
+    log::Error("follow: {}", e.message);
+    return ExitCodeFor(e.kind);
+  }
+  auto settings = Settings::Resolve(SettingsFor(*role), context.vars);
+  if (!settings) {
+    log::Error("follow: {}", settings.error().message);
+    return ExitCodeFor(settings.error().kind);
+  }
+  Plan plan(PlanMode::kApply);
+  RoleEnv env{context,     *settings,         onegate.get(), sys.runner, sys.files,
+              sys.systemd, sys.block_devices, sys.mounts,    sys.clock,  plan};
+  Status followed = role->Follow(env);
+  if (!followed) {
+    log::Error("follow: {}", followed.error().message);
+    return ExitCodeFor(followed.error().kind);
+  }
+  return kExitOk;
+}
+
 }  // namespace onehpc

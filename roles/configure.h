@@ -65,6 +65,11 @@ struct ConfigureOutcome {
 /// Runs configure or plan. Never throws; every failure becomes an exit code and a message.
 ConfigureOutcome RunConfigure(const ConfigureRequest& request, SystemAdapters& sys);
 
+/// One `one-hpc follow` pass: the same role choice and settings as configure, then
+/// Role::Follow. Publishes nothing (neither READY nor ERROR) and writes no status file: a
+/// failed pass is logged and the next timer tick tries again.
+int RunFollow(const LoadedContext& context, SystemAdapters& sys);
+
 /// The one-line, OneGate-safe form of an error message for the ERROR attribute:
 /// , " \ [ ] and newlines replaced, at most 240 characters.
 std::string OneGateSafeMessage(const std::string& message);

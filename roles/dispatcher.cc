@@ -5,7 +5,8 @@
 
 #include "common/log.h"
 #include "roles/controller.h"
-#include "roles/ood/settings.h"
+#include "roles/ood_worker.h"
+#include "roles/portal.h"
 #include "roles/storage.h"
 #include "roles/worker.h"
 
@@ -21,6 +22,8 @@ const std::vector<Factory>& Factories() {
       MakeControllerRole,  // OneSlurm
       MakeWorkerRole,      // OneSlurm
       MakeStorageRole,     // Open OnDemand
+      MakePortalRole,      // Open OnDemand
+      MakeOodWorkerRole,   // Open OnDemand (OneFlow role "worker")
   };
   return factories;
 }
@@ -101,11 +104,6 @@ std::vector<SettingSpec> AllSettings() {
         }
       }
     }
-  }
-  // Open OnDemand (issue #5): declared before its role modules exist, so that `context`,
-  // `settings --all` and the logs already mask the local users' passwords.
-  for (auto& spec : ood::PortalSettings()) {
-    if (!index.count(spec.name)) merged.push_back(std::move(spec));
   }
   return merged;
 }

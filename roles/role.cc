@@ -40,4 +40,9 @@ Status EnsureFile(RoleEnv& env, const std::string& path, const std::string& cont
                      [&]() { return env.files.WriteAtomic(path, content, mode, owner); });
 }
 
+Status Role::Follow(RoleEnv&) {
+  return Fail(ErrorKind::kInvalidInput,
+              "role " + Name() + " has nothing to follow (only ood-worker does)");
+}
+
 }  // namespace onehpc

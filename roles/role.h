@@ -60,6 +60,9 @@ class Role {
   virtual std::vector<SettingSpec> Settings() const = 0;
   /// Makes the VM what the role says; idempotent; every change through env.plan.Do.
   virtual Status Configure(RoleEnv& env) = 0;
+  /// One pass of `one-hpc follow` (a timer): re-reads what peers publish and converges to
+  /// it, looking once and never waiting. Roles with nothing to follow refuse.
+  virtual Status Follow(RoleEnv& env);
 };
 
 /// Writes `content` to `path` through the plan unless the file already has exactly this

@@ -65,11 +65,12 @@ Result<std::string> RenderPortalYaml(const PortalYamlInput& in) {
     return Invalid("ood_portal.yml: the certificate directory and the pre-hook must be plain "
                    "absolute paths");
   }
-  if (!IsSingleLine(in.host_regex) || !IsSingleLine(in.ldap_base) ||
-      !IsSingleLine(in.ldap_bind_dn) || !IsSingleLine(in.ldap_host)) {
-    return Invalid("ood_portal.yml: host_regex and the LDAP settings must be single lines");
+  if (!IsSingleLine(in.host_regex)) {
+    return Invalid("ood_portal.yml: host_regex must be a single line");
   }
-  if (!in.ldap_bind_password.empty()) log::AddSecret(in.ldap_bind_password);
+  if (!IsValidId(in.pam_service)) {
+    return Invalid("ood_portal.yml: the PAM service must be a lower-case identifier");
+  }
   const std::string cert = fmt::format("{}/{}.crt", in.ssl_dir, in.servername);
   const std::string key = fmt::format("{}/{}.key", in.ssl_dir, in.servername);
 
@@ -86,43 +87,13 @@ Result<std::string> RenderPortalYaml(const PortalYamlInput& in) {
   Str(out, "rnode_uri", "/rnode");
   Str(out, "user_map_match", "^([^@]+)$");
   Str(out, "pun_pre_hook_root_cmd", in.pun_pre_hook_root_cmd);
-  out << YAML::Key << "oidc_settings" << YAML::Value << YAML::BeginMap;
-  out << YAML::Key << "OIDCStateTimeout" << YAML::Value << 3600;
-  out << YAML::EndMap;
-  // Authentication: Open OnDemand's Dex, with the portal's LDAP directory as the connector.
-  out << YAML::Key << "dex" << YAML::Value << YAML::BeginMap;
-  out << YAML::Key << "connectors" << YAML::Value << YAML::BeginSeq << YAML::BeginMap;
-  Str(out, "type", "ldap");
-  Str(out, "id", "ldap");
-  Str(out, "name", "Local users");
-  out << YAML::Key << "config" << YAML::Value << YAML::BeginMap;
-  Str(out, "host", in.ldap_host);
-  out << YAML::Key << "insecureNoSSL" << YAML::Value << true;  // loopback only
-  if (!in.ldap_bind_dn.empty()) {
-    Str(out, "bindDN", in.ldap_bind_dn);
-    Str(out, "bindPW", in.ldap_bind_password);
-  }
-  out << YAML::Key << "userSearch" << YAML::Value << YAML::BeginMap;
-  Str(out, "baseDN", "ou=People," + in.ldap_base);
-  Str(out, "filter", "(objectClass=posixAccount)");
-  Str(out, "username", "uid");
-  Str(out, "idAttr", "uid");
-  Str(out, "emailAttr", "mail");
-  Str(out, "nameAttr", "cn");
-  Str(out, "preferredUsernameAttr", "uid");
-  out << YAML::EndMap;
-  out << YAML::Key << "groupSearch" << YAML::Value << YAML::BeginMap;
-  Str(out, "baseDN", "ou=Groups," + in.ldap_base);
-  Str(out, "filter", "(objectClass=posixGroup)");
-  out << YAML::Key << "userMatchers" << YAML::Value << YAML::BeginSeq << YAML::BeginMap;
-  Str(out, "userAttr", "uid");
-  Str(out, "groupAttr", "memberUid");
-  out << YAML::EndMap << YAML::EndSeq;
-  Str(out, "nameAttr", "cn");
-  out << YAML::EndMap;  // groupSearch
-  out << YAML::EndMap;  // config
-  out << YAML::EndMap << YAML::EndSeq;  // connectors
-  out << YAML::EndMap;  // dex
+  // Authentication: the portal's local accounts through PAM (HTTP Basic, over TLS only).
+  out << YAML::Key << "auth" << YAML::Value << YAML::BeginSeq << YAML::DoubleQuoted
+      << "AuthType Basic" << YAML::DoubleQuoted << "AuthName \"Open OnDemand\""
+      << YAML::DoubleQuoted << "AuthBasicProvider PAM" << YAML::DoubleQuoted
+      << fmt::format("AuthPAMService {}", in.pam_service) << YAML::DoubleQuoted
+      << "Require valid-user" << YAML::EndSeq;
+  Str(out, "logout_redirect", "/pun/sys/dashboard/logout");
   out << YAML::EndMap;
   return Finish(out);
 }

@@ -28,10 +28,9 @@ struct PortalYamlInput {
   std::string host_regex =
       "(ood-worker-[0-9]+(\\.ood\\.local)?|10\\.[0-9.]+|192\\.168\\.[0-9.]+|"
       "172\\.(1[6-9]|2[0-9]|3[01])\\.[0-9.]+)";
-  std::string ldap_host = "localhost:389";
-  std::string ldap_base = "dc=ood,dc=local";
-  std::string ldap_bind_dn;        ///< "" = anonymous search
-  std::string ldap_bind_password;  ///< secret (the file must be 0600)
+  /// PAM service Apache authenticates with (mod_authnz_pam, HTTP Basic over TLS) against
+  /// the portal's local accounts from ONEAPP_AUTH_LOCAL_USERS: no directory server.
+  std::string pam_service = "ood";
 };
 
 struct ClusterYamlInput {
@@ -48,7 +47,7 @@ struct ClusterYamlInput {
   std::string set_host;  ///< batch_connect set_host; "" = OOD's default
 };
 
-/// ood_portal.yml (write it 0600: it may hold the LDAP bind password).
+/// ood_portal.yml (written 0600, as the reference does).
 Result<std::string> RenderPortalYaml(const PortalYamlInput& input);
 /// clusters.d/<id>.yml.
 Result<std::string> RenderClusterYaml(const ClusterYamlInput& input);

@@ -1,8 +1,14 @@
 #include "roles/ood/settings.h"
 
+#include "roles/controller.h"
 #include "roles/ood/users.h"
 
 namespace onehpc::ood {
+namespace {
+constexpr char kHostPattern[] =
+    "[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+    "(\\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*";
+}  // namespace
 
 std::vector<SettingSpec> PortalSettings() {
   SettingSpec users;
@@ -12,7 +18,7 @@ std::vector<SettingSpec> PortalSettings() {
   users.description =
       "Portal users, space-separated name:password or name:password:uid (uid 1000-60000, "
       "default the next free from 10001); passwords of 8+ characters without ':' or spaces.";
-  users.roles = {kPortalRole};
+  users.roles = {kPortalRole, kWorkerRole};
 
   SettingSpec host;
   host.name = kPortalHostName;
@@ -21,9 +27,7 @@ std::vector<SettingSpec> PortalSettings() {
       "Public DNS name of the portal (certificate, ServerName); empty means its first "
       "IPv4 address.";
   host.roles = {kPortalRole};
-  host.pattern =
-      "[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
-      "(\\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*";
+  host.pattern = kHostPattern;
   host.expected = "a DNS name such as ood.example.org (letters, digits, '-' and '.')";
 
   SettingSpec site;
@@ -63,7 +67,89 @@ std::vector<SettingSpec> PortalSettings() {
   cluster.pattern = "[a-z][a-z0-9_-]{0,31}";
   cluster.expected = "a lower-case identifier such as site or hpc2";
 
-  return {users, host, site, site_host, title, cluster};
+  std::vector<SettingSpec> specs = {users, host, site, site_host, title, cluster};
+  for (auto& spec : SharedNfsSettings()) specs.push_back(spec);
+  for (auto spec : ControllerSettings()) {
+    spec.roles = {kPortalRole};
+    spec.description =
+        "Most Slurm nodes the portal's slurmctld accepts (MaxNodeCount): the size of the worker "
+        "pool (the service template sets it to the workers' max_vms).";
+    specs.push_back(spec);
+  }
+  return specs;
+}
+
+std::vector<SettingSpec> OodWorkerSettings() {
+  std::vector<SettingSpec> specs;
+  for (auto& spec : PortalSettings()) {
+    if (spec.name == kLocalUsersVar) specs.push_back(spec);
+  }
+  for (auto& spec : SharedNfsSettings()) specs.push_back(spec);
+  return specs;
+}
+
+std::vector<SettingSpec> SharedNfsSettings() {
+  const std::vector<std::string> roles = {kPortalRole, kWorkerRole};
+  SettingSpec nfs_host;
+  nfs_host.name = kNfsHost;
+  nfs_host.type = SettingType::kString;
+  nfs_host.required = true;
+  nfs_host.description =
+      "Compute address of the storage VM (wiring set by the service template): the Slurm "
+      "state, the software tree and, unless ONEAPP_HOME_NFS_ENABLED, the homes.";
+  nfs_host.roles = roles;
+  nfs_host.pattern = kHostPattern;
+  nfs_host.expected = "the storage VM's IPv4 address or host name";
+
+  SettingSpec enabled;
+  enabled.name = kHomeNfsEnabled;
+  enabled.type = SettingType::kBool;
+  enabled.default_value = "NO";
+  enabled.description =
+      "The homes live on the site's NFS server (ONEAPP_HOME_NFS_SERVER), which must export them "
+      "with no_root_squash to the portal.";
+  enabled.roles = roles;
+
+  SettingSpec server;
+  server.name = kHomeNfsServer;
+  server.type = SettingType::kString;
+  server.description =
+      "The site's NFS server of the homes (required with ONEAPP_HOME_NFS_ENABLED); it must "
+      "grant no_root_squash to the address the portal reaches it from.";
+  server.roles = roles;
+  server.pattern = kHostPattern;
+  server.expected = "an IPv4 address or host name";
+
+  SettingSpec path;
+  path.name = kHomeNfsExport;
+  path.type = SettingType::kString;
+  path.default_value = "/export/home";
+  path.description = "Path of the homes on the site's NFS server.";
+  path.roles = roles;
+  path.pattern = "/[A-Za-z0-9._/+-]*";
+  path.expected = "an absolute path without spaces, such as /export/home";
+  return {nfs_host, enabled, server, path};
+}
+
+Result<HomeSource> HomeSourceFrom(const Settings& settings) {
+  HomeSource src;
+  if (settings.GetBool(kHomeNfsEnabled)) {
+    src.server = settings.GetString(kHomeNfsServer);
+    if (src.server.empty()) {
+      return Fail(ErrorKind::kInvalidInput,
+                  std::string(kHomeNfsServer) + " is empty but " + kHomeNfsEnabled +
+                      "=YES: expected the site's NFS server of the homes (or set " +
+                      kHomeNfsEnabled + "=NO to use the storage VM)");
+    }
+    src.export_path = settings.GetString(kHomeNfsExport);
+    src.setting = kHomeNfsServer;
+    src.external = true;
+    return src;
+  }
+  src.server = settings.GetString(kNfsHost);
+  src.export_path = "/export/home";
+  src.setting = kNfsHost;
+  return src;
 }
 
 }  // namespace onehpc::ood

@@ -111,6 +111,32 @@ Result<MungeKeyState> InstallMungeKey(RoleEnv& env, const std::string& key) {
   return state;
 }
 
+Result<MungeKeyState> EnsureSharedMungeKey(RoleEnv& env, const std::string& shared_path) {
+  auto shared = env.files.ReadIfExists(shared_path);
+  if (!shared) return Fail(shared.error());
+  if (shared->has_value()) {
+    if (auto c = CheckMungeKey(**shared); !c) {
+      // Never replace it: workers and a running portal may use it; an operator decides.
+      return Fail(ErrorKind::kUnsafe,
+                  "the munge key on the state export (" + shared_path + ") is unusable: " +
+                      c.error().message + "; move it away to have a new one generated (every "
+                      "worker is then reconfigured with the new key)");
+    }
+    env.plan.Keep(shared_path, "the cluster's munge key on the state export is kept");
+    return InstallMungeKey(env, **shared);
+  }
+  auto key = RandomBytes(kMungeKeyBytes);
+  if (!key) return Fail(key.error());
+  log::AddSecret(Base64Encode(*key));
+  auto s = env.plan.Do("generate the cluster's munge key in " + shared_path + " (0400 root)",
+                       "first portal of this state export: the key lives on the export so that "
+                       "a rebooted or replaced portal keeps it",
+                       [&] { return env.files.WriteAtomic(shared_path, *key, 0400); });
+  if (!s) return Fail(s.error());
+  if (env.plan.dry_run()) return MungeKeyState{"", true};
+  return InstallMungeKey(env, *key);
+}
+
 Status EnsureMungeRunning(RoleEnv& env, bool changed) {
   if (auto s = EnsureUnitEnabled(env, kMungeUnit, "multi-user.target",
                                  "Slurm authenticates every message with munge");

@@ -38,6 +38,12 @@ Result<MungeKeyState> EnsureControllerMungeKey(RoleEnv& env);
 /// Worker: writes `key` to /etc/munge/munge.key (0400, munge:munge) unless identical.
 Result<MungeKeyState> InstallMungeKey(RoleEnv& env, const std::string& key);
 
+/// Portal: the key lives on the shared state export at `shared_path`: created there once
+/// (0400 root, atomically), then installed to /etc/munge/munge.key on every configure, so a
+/// rebooted or replaced portal keeps the cluster's key. An unusable key there is kUnsafe
+/// (never replaced automatically).
+Result<MungeKeyState> EnsureSharedMungeKey(RoleEnv& env, const std::string& shared_path);
+
 /// munge.service enabled and running; restarted (--no-block, then waited for) when `changed`;
 /// in apply mode checked with `munge -n` piped (through memory) into `unmunge`.
 Status EnsureMungeRunning(RoleEnv& env, bool changed);

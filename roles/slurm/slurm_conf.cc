@@ -141,9 +141,15 @@ std::string RenderSlurmConf(const SlurmConfParams& p) {
       << "ProctrackType=proctrack/linuxproc\n"
       << "TaskPlugin=task/none\n";
   }
-  o << "JobAcctGatherType=jobacct_gather/none\n"
-    << "AccountingStorageType=accounting_storage/none\n"
-    << "JobCompType=jobcomp/none\n"
+  o << "JobAcctGatherType=jobacct_gather/none\n";
+  if (p.accounting) {
+    o << "# Job records go to slurmdbd on this host (MariaDB, dumped to the state export).\n"
+      << "AccountingStorageType=accounting_storage/slurmdbd\n"
+      << "AccountingStorageHost=localhost\n";
+  } else {
+    o << "AccountingStorageType=accounting_storage/none\n";
+  }
+  o << "JobCompType=jobcomp/none\n"
     << "MpiDefault=none\n"
     << "SwitchType=switch/none\n"
     << "SchedulerType=sched/backfill\n"

@@ -28,8 +28,6 @@ std::set<std::string> Keys(const YAML::Node& map) {
 TEST(OodYamlTest, PortalParsesBackWithTheExpectedValues) {
   PortalYamlInput in;
   in.servername = "ood.example.org";
-  in.ldap_bind_dn = "cn=reader,dc=ood,dc=local";
-  in.ldap_bind_password = "bind:\"pw\"\n#x";
   auto text = RenderPortalYaml(in);
   ASSERT_TRUE(text) << text.error().message;
   YAML::Node doc = YAML::Load(*text);
@@ -44,29 +42,23 @@ TEST(OodYamlTest, PortalParsesBackWithTheExpectedValues) {
             "/usr/libexec/one-hpc/one-hpc-home-create");
   EXPECT_EQ(doc["node_uri"].as<std::string>(), "/node");
   EXPECT_EQ(doc["user_map_match"].as<std::string>(), "^([^@]+)$");
-  const YAML::Node ldap = doc["dex"]["connectors"][0];
-  EXPECT_EQ(ldap["type"].as<std::string>(), "ldap");
-  EXPECT_EQ(ldap["config"]["host"].as<std::string>(), "localhost:389");
-  EXPECT_TRUE(ldap["config"]["insecureNoSSL"].as<bool>());
-  EXPECT_EQ(ldap["config"]["bindPW"].as<std::string>(), "bind:\"pw\"\n#x");
-  EXPECT_EQ(ldap["config"]["userSearch"]["baseDN"].as<std::string>(),
-            "ou=People,dc=ood,dc=local");
+  ASSERT_EQ(doc["auth"].size(), 5u);
+  EXPECT_EQ(doc["auth"][0].as<std::string>(), "AuthType Basic");
+  EXPECT_EQ(doc["auth"][1].as<std::string>(), "AuthName \"Open OnDemand\"");
+  EXPECT_EQ(doc["auth"][2].as<std::string>(), "AuthBasicProvider PAM");
+  EXPECT_EQ(doc["auth"][3].as<std::string>(), "AuthPAMService ood");
+  EXPECT_EQ(doc["auth"][4].as<std::string>(), "Require valid-user");
   EXPECT_EQ(Keys(doc), (std::set<std::string>{"servername", "port", "ssl", "host_regex",
                                                "node_uri", "rnode_uri", "user_map_match",
-                                               "pun_pre_hook_root_cmd", "oidc_settings",
-                                               "dex"}));
-  EXPECT_EQ(log::Redact("x bind:\"pw\"\n#x"), "x <redacted>");
-  log::ClearSecrets();
+                                               "pun_pre_hook_root_cmd", "auth",
+                                               "logout_redirect"}));
 }
 
-TEST(OodYamlTest, PortalWithoutBindDnSearchesAnonymously) {
+TEST(OodYamlTest, PortalRefusesABadPamService) {
   PortalYamlInput in;
   in.servername = "10.0.0.1";
-  auto text = RenderPortalYaml(in);
-  ASSERT_TRUE(text);
-  YAML::Node config = YAML::Load(*text)["dex"]["connectors"][0]["config"];
-  EXPECT_FALSE(config["bindDN"]);
-  EXPECT_FALSE(config["bindPW"]);
+  in.pam_service = "ood\nRequire all granted";
+  EXPECT_FALSE(RenderPortalYaml(in));
 }
 
 TEST(OodYamlTest, PortalRefusesHostileNamesAndPaths) {

@@ -1,0 +1,114 @@
+#include "roles/ood_worker.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include "common/log.h"
+#include "roles/nfs/client_mounts.h"
+#include "roles/ood/accounts.h"
+#include "roles/ood/settings.h"
+#include "roles/ood/users.h"
+#include "roles/portal.h"
+#include "roles/slurm/hosts.h"
+#include "roles/slurm/units.h"
+#include "roles/worker.h"
+
+namespace onehpc {
+namespace {
+
+constexpr Duration kMountTimeout{180000};
+constexpr Duration kJoinTimeout{300000};
+
+class OodWorkerRole : public Role {
+ public:
+  std::string Name() const override { return ood::kWorkerRole; }
+  std::string Service() const override { return "Open OnDemand"; }
+  std::string Summary() const override {
+    return "Open OnDemand worker: homes and software from NFS, the portal's users, a dynamic "
+           "Slurm node of the portal that follows it when it is replaced";
+  }
+  std::vector<SettingSpec> Settings() const override { return ood::OodWorkerSettings(); }
+
+  Status Configure(RoleEnv& env) override {
+    auto home = ood::HomeSourceFrom(env.settings);
+    if (!home) return Fail(home.error());
+    // Validated like on the portal (one list for the whole service), although the worker
+    // takes the names and uids the portal publishes and never sets a password.
+    if (auto users = ood::ParseLocalUsers(env.settings.GetString(ood::kLocalUsersVar)); !users) {
+      return Fail(users.error());
+    }
+    auto name = OodWorkerNodeName(env.context.vars);
+    if (!name) return Fail(name.error());
+    const std::string nfs_host = env.settings.GetString(ood::kNfsHost);
+    log::Info("ood-worker: node {}; homes from {}:{}; software from {}:{}", *name, home->server,
+              home->export_path, nfs_host, kSoftwareExport);
+
+    nfs::NfsMount homes{home->server, home->export_path, kHomesDir, "the users' homes",
+                        home->setting};
+    nfs::NfsMount software{nfs_host, kSoftwareExport, kSoftwareDir, "the software tree",
+                           ood::kNfsHost};
+    for (const auto* m : {&homes, &software}) {
+      if (auto s = nfs::EnsureNfsMount(env, *m, kMountTimeout); !s) return s;
+    }
+
+    if (auto s = Join(env, *name, /*once=*/false); !s) return s;
+
+    if (auto s = slurm::EnsureUnitEnabled(env, kFollowPortalTimer, "timers.target",
+                                          "follows a replaced portal and the users it publishes");
+        !s) {
+      return s;
+    }
+    return slurm::EnsureUnitRunning(env, kFollowPortalTimer, false, "",
+                                    "runs one-hpc follow every 30 s");
+  }
+
+  Status Follow(RoleEnv& env) override {
+    auto name = OodWorkerNodeName(env.context.vars);
+    if (!name) return Fail(name.error());
+    return Join(env, *name, /*once=*/true);
+  }
+
+ private:
+  static Status Join(RoleEnv& env, const std::string& name, bool once) {
+    JoinSetup setup;
+    setup.controller_role = ood::kPortalRole;
+    setup.node_name = name;
+    setup.timeout = kJoinTimeout;
+    setup.once = once;
+    setup.before_slurmd = [&env](const ControllerInfo& portal) -> Status {
+      auto it = portal.published.find(ood::kAttrUserTable);
+      std::string table = it == portal.published.end() ? "" : it->second;
+      auto users = ood::ParseUserTable(table);
+      if (!users) {
+        return Fail(users.error().WithContext("the users published by portal VM " +
+                                              std::to_string(portal.vm_id)));
+      }
+      return ood::EnsureLocalAccounts(env, *users, ood::AccountMode::kWorker);
+    };
+    auto joined = JoinSlurmCluster(env, setup);
+    if (!joined) return Fail(joined.error());
+    return Ok();
+  }
+};
+
+bool AllDigits(const std::string& s) {
+  return !s.empty() && s.size() < 10 &&
+         std::all_of(s.begin(), s.end(),
+                     [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
+}
+
+}  // namespace
+
+Result<std::string> OodWorkerNodeName(const ContextVars& vars) {
+  auto it = vars.find("SET_HOSTNAME");
+  if (it != vars.end() && !it->second.empty()) return slurm::ShortNameFromSetHostname(it->second);
+  auto vmid = vars.find("VMID");
+  if (vmid == vars.end() || !AllDigits(vmid->second)) {
+    return Fail(ErrorKind::kInvalidInput, "VMID is missing or not a VM id (set TOKEN=YES)");
+  }
+  return "ood-worker-" + vmid->second;
+}
+
+std::unique_ptr<Role> MakeOodWorkerRole() { return std::make_unique<OodWorkerRole>(); }
+
+}  // namespace onehpc
