@@ -1,0 +1,617 @@
+#include "roles/ood/accounts.h"
+
+#include <crypt.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <utility>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "common/log.h"
+#include "roles/role.h"
+
+namespace onehpc::ood {
+namespace {
+
+constexpr char kPasswdPath[] = "/etc/passwd";
+constexpr char kGroupPath[] = "/etc/group";
+constexpr char kShadowPath[] = "/etc/shadow";
+constexpr char kHomeBase[] = "/home/";
+// usermod --expiredate 1: expired since 1970-01-02 (days since the epoch, as in /etc/shadow).
+constexpr char kDisabledExpiry[] = "1";
+
+struct PasswdEntry {
+  std::string name;
+  std::uint32_t uid = 0;
+  std::uint32_t gid = 0;
+  std::string gecos;
+  std::string home;
+  std::string shell;
+};
+
+struct GroupEntry {
+  std::string name;
+  std::uint32_t gid = 0;
+};
+
+struct ShadowEntry {
+  std::string hash;    // field 2: "!"..., "*", "$y$..."
+  std::string expire;  // field 8: "" or days since the epoch
+};
+
+// The account databases under the root, by name.
+struct AccountDb {
+  std::map<std::string, PasswdEntry> users;
+  std::map<std::string, GroupEntry> groups;
+  std::map<std::string, ShadowEntry> shadow;
+};
+
+struct ManagedAccount {
+  std::uint32_t uid = 0;
+  bool disabled = false;
+};
+using ManagedAccounts = std::map<std::string, ManagedAccount>;
+
+std::vector<std::string> SplitFields(std::string_view line) {
+  std::vector<std::string> fields;
+  size_t start = 0;
+  while (true) {
+    size_t colon = line.find(':', start);
+    fields.emplace_back(
+        line.substr(start, colon == std::string_view::npos ? colon : colon - start));
+    if (colon == std::string_view::npos) break;
+    start = colon + 1;
+  }
+  return fields;
+}
+
+std::vector<std::string_view> Lines(std::string_view text) {
+  std::vector<std::string_view> lines;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t nl = text.find('\n', pos);
+    std::string_view line = text.substr(pos, nl == std::string_view::npos ? nl : nl - pos);
+    pos = nl == std::string_view::npos ? text.size() : nl + 1;
+    // Blank lines, comments and NIS compat entries ("+", "-") are not accounts.
+    if (line.empty() || line[0] == '#' || line[0] == '+' || line[0] == '-') continue;
+    lines.push_back(line);
+  }
+  return lines;
+}
+
+std::optional<std::uint32_t> ParseId(std::string_view text) {
+  if (text.empty() || text.size() > 10) return std::nullopt;
+  std::uint64_t v = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') return std::nullopt;
+    v = v * 10 + static_cast<std::uint64_t>(c - '0');
+  }
+  if (v > 0xffffffffu) return std::nullopt;
+  return static_cast<std::uint32_t>(v);
+}
+
+// A missing database reads as empty (a bare --root): the tools then create it or fail.
+Result<std::string> ReadDbFile(const Files& files, const std::string& path) {
+  auto text = files.ReadIfExists(path);
+  if (!text) return Fail(text.error());
+  return text->value_or("");
+}
+
+Result<AccountDb> ReadAccountDb(const Files& files, bool with_shadow) {
+  AccountDb db;
+  auto passwd = ReadDbFile(files, kPasswdPath);
+  if (!passwd) return Fail(passwd.error());
+  for (std::string_view line : Lines(*passwd)) {
+    auto f = SplitFields(line);
+    if (f.size() < 7) continue;
+    auto uid = ParseId(f[2]);
+    auto gid = ParseId(f[3]);
+    if (!uid || !gid) continue;
+    db.users.emplace(f[0], PasswdEntry{f[0], *uid, *gid, f[4], f[5], f[6]});
+  }
+  auto group = ReadDbFile(files, kGroupPath);
+  if (!group) return Fail(group.error());
+  for (std::string_view line : Lines(*group)) {
+    auto f = SplitFields(line);
+    if (f.size() < 3) continue;
+    auto gid = ParseId(f[2]);
+    if (!gid) continue;
+    db.groups.emplace(f[0], GroupEntry{f[0], *gid});
+  }
+  if (with_shadow) {
+    auto shadow = ReadDbFile(files, kShadowPath);
+    if (!shadow) return Fail(shadow.error());
+    for (std::string_view line : Lines(*shadow)) {
+      auto f = SplitFields(line);
+      if (f.size() < 2) continue;
+      db.shadow[f[0]] = ShadowEntry{f[1], f.size() > 7 ? f[7] : ""};
+    }
+  }
+  return db;
+}
+
+Result<ManagedAccounts> ReadState(const Files& files) {
+  auto text = files.ReadIfExists(kAccountsStateFile);
+  if (!text) return Fail(text.error());
+  ManagedAccounts managed;
+  if (!text->has_value()) return managed;
+  const std::string expected =
+      "expected {\"accounts\": [{\"name\": NAME, \"uid\": UID, \"disabled\": BOOL}, ...]} as "
+      "one-hpc writes it; fix or remove the file by hand (the accounts themselves are kept)";
+  auto bad = [&](const std::string& what) {
+    return Fail(ErrorKind::kInvalidInput,
+                fmt::format("{}: {}; {}", kAccountsStateFile, what, expected));
+  };
+  nlohmann::json doc = nlohmann::json::parse(**text, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) return bad("not valid JSON");
+  if (!doc.is_object() || !doc.contains("accounts") || !doc["accounts"].is_array()) {
+    return bad("no \"accounts\" list");
+  }
+  for (const auto& a : doc["accounts"]) {
+    if (!a.is_object() || !a.contains("name") || !a["name"].is_string() || !a.contains("uid") ||
+        !a["uid"].is_number_unsigned() || !a.contains("disabled") || !a["disabled"].is_boolean()) {
+      return bad("an entry of \"accounts\" is not {\"name\", \"uid\", \"disabled\"}");
+    }
+    std::string name = a["name"].get<std::string>();
+    if (!IsValidLoginName(name)) return bad(fmt::format("'{}' is not a valid user name", name));
+    auto uid = a["uid"].get<std::uint64_t>();
+    if (uid > 0xffffffffu) return bad(fmt::format("user '{}': uid {} is too large", name, uid));
+    managed[name] = ManagedAccount{static_cast<std::uint32_t>(uid), a["disabled"].get<bool>()};
+  }
+  return managed;
+}
+
+std::string RenderState(const ManagedAccounts& managed) {
+  nlohmann::json accounts = nlohmann::json::array();
+  for (const auto& [name, m] : managed) {  // std::map: sorted by name
+    accounts.push_back({{"name", name}, {"uid", m.uid}, {"disabled", m.disabled}});
+  }
+  nlohmann::json doc = {{"accounts", accounts}};
+  return doc.dump(2) + "\n";
+}
+
+// Does `hash` (an /etc/shadow password field without a lock '!') verify `password`?
+bool PasswordMatches(const std::string& password, const std::string& hash) {
+  // Locked, "no password" markers and hashes too short to be one never verify.
+  if (hash.size() < 13 || hash[0] == '!' || hash[0] == '*') return false;
+  auto data = std::make_unique<crypt_data>();  // value-initialised: zeroed, as crypt_r wants
+  const char* out = crypt_r(password.c_str(), hash.c_str(), data.get());
+  // crypt_r returns a string starting with '*' (never a valid hash) on failure.
+  bool ok = out != nullptr && out[0] != '*' && hash == out;
+  explicit_bzero(data.get(), sizeof(crypt_data));
+  return ok;
+}
+
+bool UnderRoot(const Files& files) { return !files.root().empty() && files.root() != "/"; }
+
+// --prefix DIR for groupadd/useradd/usermod under a root prefix (they edit DIR/etc/*
+// without a chroot); nothing on the real root.
+std::vector<std::string> WithPrefix(const Files& files, std::vector<std::string> argv) {
+  if (UnderRoot(files)) {
+    argv.insert(argv.begin() + 1, {"--prefix", files.root()});
+  }
+  return argv;
+}
+
+Status RunTool(RoleEnv& env, std::vector<std::string> argv, std::string stdin_data = "",
+               std::vector<std::string> secrets = {}) {
+  Command c;
+  c.argv = std::move(argv);
+  c.timeout = Duration(kAccountCommandTimeoutMs);
+  c.env = {{"LC_ALL", "C"}};
+  c.stdin_data = std::move(stdin_data);
+  c.secrets = std::move(secrets);
+  auto r = RunChecked(env.runner, c);
+  if (!r) return Fail(r.error());
+  return Ok();
+}
+
+std::string Who(const std::string& name, std::uint32_t uid) {
+  return fmt::format("{} (uid {})", name, uid);
+}
+
+std::string JoinLines(const std::vector<std::string>& lines) {
+  std::string out;
+  for (const auto& l : lines) {
+    if (!out.empty()) out += "\n";
+    out += l;
+  }
+  return out;
+}
+
+std::string JoinComma(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& i : items) {
+    if (!out.empty()) out += ", ";
+    out += i;
+  }
+  return out.empty() ? "none" : out;
+}
+
+}  // namespace
+
+std::string FormatUserTable(const std::vector<LocalUser>& users) {
+  std::vector<std::pair<std::string, std::uint32_t>> rows;
+  rows.reserve(users.size());
+  for (const auto& u : users) rows.emplace_back(u.name, u.uid);
+  std::sort(rows.begin(), rows.end());
+  std::string out;
+  for (const auto& [name, uid] : rows) {
+    if (!out.empty()) out += ' ';
+    out += fmt::format("{}:{}", name, uid);
+  }
+  return out;
+}
+
+Result<std::vector<LocalUser>> ParseUserTable(std::string_view text) {
+  std::vector<std::string> problems;
+  std::vector<LocalUser> users;
+  std::map<std::string, size_t> name_at;
+  std::map<std::uint32_t, size_t> uid_at;
+  const std::string expected =
+      fmt::format("expected space-separated entries name:uid (uid {}-{})", kMinUid, kMaxUid);
+  size_t position = 0;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    pos = text.find_first_not_of(" \t\r\n", pos);
+    if (pos == std::string_view::npos) break;
+    size_t end = text.find_first_of(" \t\r\n", pos);
+    std::string_view entry = text.substr(pos, end == std::string_view::npos ? end : end - pos);
+    pos = end == std::string_view::npos ? text.size() : end;
+    ++position;
+    auto problem = [&](const std::string& what) {
+      problems.push_back(
+          fmt::format("{}: entry {} '{}': {}", kAttrUserTable, position, std::string(entry), what));
+    };
+    size_t colon = entry.find(':');
+    if (colon == std::string_view::npos || entry.find(':', colon + 1) != std::string_view::npos) {
+      problem(expected);
+      continue;
+    }
+    std::string name(entry.substr(0, colon));
+    auto uid = ParseId(entry.substr(colon + 1));
+    bool bad = false;
+    if (!IsValidLoginName(name)) {
+      problem("not a valid user name (a-z first, then a-z 0-9 _ -, at most 32, not reserved)");
+      bad = true;
+    }
+    if (!uid || *uid < kMinUid || *uid > kMaxUid) {
+      problem(fmt::format("the uid is not a number in {}-{}", kMinUid, kMaxUid));
+      bad = true;
+    }
+    if (bad) continue;
+    if (auto [it, inserted] = name_at.emplace(name, position); !inserted) {
+      problem(fmt::format("user '{}' is already listed in entry {}", name, it->second));
+      continue;
+    }
+    if (auto [it, inserted] = uid_at.emplace(*uid, position); !inserted) {
+      problem(fmt::format("uid {} is already given in entry {}", *uid, it->second));
+      continue;
+    }
+    LocalUser user;
+    user.name = name;
+    user.uid = *uid;
+    user.uid_given = true;
+    users.push_back(std::move(user));
+  }
+  if (!problems.empty()) return Fail(ErrorKind::kInvalidInput, JoinLines(problems));
+  return users;
+}
+
+Result<LocalUserPolicy> AccountPolicy(RoleEnv& env,
+                                      const std::vector<std::string>& candidate_names) {
+  auto db = ReadAccountDb(env.files, /*with_shadow=*/false);
+  if (!db) return Fail(db.error());
+  auto managed = ReadState(env.files);
+  if (!managed) return Fail(managed.error());
+  const std::set<std::string> candidates(candidate_names.begin(), candidate_names.end());
+
+  LocalUserPolicy policy;
+  for (const auto& [name, p] : db->users) {
+    if (!candidates.count(name)) policy.taken_uids.insert(p.uid);
+  }
+  for (const auto& [name, g] : db->groups) {
+    if (!candidates.count(name)) policy.taken_uids.insert(g.gid);
+  }
+  // Disabled accounts whose passwd entry is gone keep their uid too.
+  for (const auto& [name, m] : *managed) {
+    if (!candidates.count(name)) policy.taken_uids.insert(m.uid);
+  }
+  for (const std::string& name : candidates) {
+    if (auto p = db->users.find(name); p != db->users.end()) {
+      policy.previous_uids[name] = p->second.uid;
+      continue;
+    }
+    if (!IsValidLoginName(name)) continue;  // never build a path from a bad name
+    struct stat st {};
+    std::string home = env.files.HostPath(kHomeBase + name);
+    if (::lstat(home.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+      policy.previous_uids[name] = st.st_uid;
+    }
+  }
+  return policy;
+}
+
+Result<std::vector<LocalUser>> ParsePortalUsers(RoleEnv& env, std::string_view text) {
+  auto first = ParseLocalUsers(text);
+  if (!first) return Fail(first.error());
+  std::vector<std::string> names;
+  for (const auto& u : *first) names.push_back(u.name);
+  auto policy = AccountPolicy(env, names);
+  if (!policy) return Fail(policy.error());
+  return ParseLocalUsers(text, *policy);
+}
+
+Status EnsureLocalAccounts(RoleEnv& env, const std::vector<LocalUser>& users, AccountMode mode) {
+  const bool portal = mode == AccountMode::kPortal;
+  const std::string var = portal
+                              ? std::string(kLocalUsersVar)
+                              : fmt::format("{} (the portal's {})", kLocalUsersVar, kAttrUserTable);
+  std::vector<std::string> problems;
+  auto problem = [&](const std::string& name, const std::string& what) {
+    problems.push_back(fmt::format("{}: user '{}': {}", var, name, what));
+  };
+
+  // The list itself (ParseLocalUsers and ParseUserTable already check it; this guards the API).
+  {
+    std::map<std::uint32_t, std::string> uid_owner;
+    std::set<std::string> seen;
+    for (const auto& u : users) {
+      if (!IsValidLoginName(u.name)) {
+        problems.push_back(fmt::format("{}: an invalid user name (not shown)", var));
+        continue;
+      }
+      if (!seen.insert(u.name).second) problem(u.name, "listed twice");
+      if (u.uid < kMinUid || u.uid > kMaxUid) {
+        problem(u.name, fmt::format("uid {} is outside {}-{}", u.uid, kMinUid, kMaxUid));
+      }
+      if (auto [it, inserted] = uid_owner.emplace(u.uid, u.name); !inserted) {
+        problem(u.name, fmt::format("uid {} is also given to user '{}'", u.uid, it->second));
+      }
+      if (portal && u.password.empty()) problem(u.name, "no password");
+    }
+    if (!problems.empty()) return Fail(ErrorKind::kInvalidInput, JoinLines(problems));
+  }
+
+  auto db = ReadAccountDb(env.files, /*with_shadow=*/true);
+  if (!db) return Fail(db.error());
+  auto managed = ReadState(env.files);
+  if (!managed) return Fail(managed.error());
+
+  std::map<std::uint32_t, std::string> user_by_uid;
+  for (const auto& [name, p] : db->users) user_by_uid.emplace(p.uid, name);
+  std::map<std::uint32_t, std::string> group_by_gid;
+  for (const auto& [name, g] : db->groups) group_by_gid.emplace(g.gid, name);
+
+  // Every problem with the existing accounts, before anything changes.
+  std::set<std::string> listed;
+  std::vector<std::string> adopted;
+  for (const auto& u : users) {
+    listed.insert(u.name);
+    const bool is_managed = managed->count(u.name) > 0;
+    const std::string fix = fmt::format(
+        "one-hpc never renumbers an account (files in the NFS homes would change owner) and "
+        "adopts an existing one only with uid {0} and primary gid {0}: give the user its "
+        "existing uid in the list, or rename or remove that account by hand",
+        u.uid);
+    if (auto p = db->users.find(u.name); p != db->users.end()) {
+      if (p->second.uid != u.uid || p->second.gid != u.gid()) {
+        problem(u.name, fmt::format("{} account '{}' exists with uid {} and primary gid {}, the "
+                                    "list wants uid {}; {}",
+                                    is_managed ? "the one-hpc managed" : "an (unmanaged)", u.name,
+                                    p->second.uid, p->second.gid, u.uid, fix));
+        continue;
+      }
+      if (!is_managed) adopted.push_back(Who(u.name, u.uid));
+    } else if (auto o = user_by_uid.find(u.uid); o != user_by_uid.end()) {
+      problem(u.name, fmt::format("uid {} is already used by the account '{}'", u.uid, o->second));
+    }
+    if (auto g = db->groups.find(u.name); g != db->groups.end()) {
+      if (g->second.gid != u.gid()) {
+        problem(u.name, fmt::format("a group '{}' exists with gid {}, the user's group needs gid "
+                                    "{}; {}",
+                                    u.name, g->second.gid, u.gid(), fix));
+      }
+    } else if (auto o = group_by_gid.find(u.gid()); o != group_by_gid.end()) {
+      problem(u.name,
+              fmt::format("gid {} (the user's group: gid = uid) is already used by the group '{}'",
+                          u.gid(), o->second));
+    }
+  }
+  if (!problems.empty()) return Fail(ErrorKind::kInvalidInput, JoinLines(problems));
+
+  // The new state: every listed user enabled, every other managed account disabled.
+  ManagedAccounts next = *managed;
+  for (auto& [name, m] : next) {
+    if (!listed.count(name)) m.disabled = true;
+  }
+  for (const auto& u : users) next[u.name] = ManagedAccount{u.uid, false};
+  std::vector<std::string> enabled_names, disabled_names;
+  for (const auto& [name, m] : next) (m.disabled ? disabled_names : enabled_names).push_back(name);
+  std::string state_why =
+      fmt::format("the accounts one-hpc manages, the only ones it ever changes: {}; disabled: {}",
+                  JoinComma(enabled_names), JoinComma(disabled_names));
+  if (!adopted.empty()) state_why += "; adopted now: " + JoinComma(adopted);
+  if (auto s =
+          EnsureFile(env, kAccountsStateFile, RenderState(next), 0600, std::nullopt, state_why);
+      !s) {
+    return s;
+  }
+
+  std::vector<std::string> created, changed, passwords, disabled;
+
+  // 1. Missing groups and users.
+  bool created_any = false;
+  for (const auto& u : users) {
+    const std::string who = Who(u.name, u.uid);
+    const std::string uid = std::to_string(u.uid);
+    if (!db->groups.count(u.name)) {
+      auto s = env.plan.Do(
+          fmt::format("create group {} (gid {})", u.name, u.gid()),
+          fmt::format("the primary group of the {} user {}", kLocalUsersVar, who), [&]() {
+            return RunTool(env, WithPrefix(env.files, {"groupadd", "--gid", uid, u.name}));
+          });
+      if (!s) return s;
+    }
+    if (!db->users.count(u.name)) {
+      auto s = env.plan.Do(
+          fmt::format("create user {}", who),
+          fmt::format("listed in {}; home {} is made at first login, not now", var, u.home()),
+          [&]() {
+            return RunTool(
+                env, WithPrefix(env.files, {"useradd", "--uid", uid, "--gid", uid,
+                                            "--no-create-home", "--home-dir", u.home(), "--shell",
+                                            kAccountShell, "--comment", kAccountComment, u.name}));
+          });
+      if (!s) return s;
+      created.push_back(who);
+      created_any = true;
+    }
+  }
+  if (created_any) {
+    if (env.plan.dry_run()) {
+      // What useradd makes: the entry asked for, with a locked password ("!") and no expiry.
+      for (const auto& u : users) {
+        if (db->users.count(u.name)) continue;
+        db->users[u.name] =
+            PasswdEntry{u.name, u.uid, u.gid(), kAccountComment, u.home(), kAccountShell};
+        db->shadow[u.name] = ShadowEntry{"!", ""};
+      }
+    } else {
+      auto reread = ReadAccountDb(env.files, /*with_shadow=*/true);
+      if (!reread) return Fail(reread.error());
+      *db = std::move(*reread);
+    }
+  }
+
+  // 2. The listed accounts: fields, expiry, password lock; then the passwords.
+  std::string chpasswd_input;
+  std::vector<std::string> secrets;
+  std::vector<std::string> password_why;
+  for (const auto& u : users) {
+    const std::string who = Who(u.name, u.uid);
+    auto p = db->users.find(u.name);
+    if (p == db->users.end()) {
+      return Fail(ErrorKind::kInternal,
+                  fmt::format("{}: user {} is not in {} after useradd", var, who, kPasswdPath));
+    }
+    ShadowEntry sh;
+    if (auto s = db->shadow.find(u.name); s != db->shadow.end()) {
+      sh = s->second;
+    } else {
+      sh.hash = "!";  // no shadow entry: no usable password
+    }
+    std::vector<std::string> opts;
+    std::vector<std::string> reasons;
+    if (p->second.gecos != kAccountComment) {
+      opts.insert(opts.end(), {"--comment", kAccountComment});
+      reasons.push_back("comment '" + p->second.gecos + "'");
+    }
+    if (p->second.home != u.home()) {
+      opts.insert(opts.end(), {"--home", u.home()});  // no --move-home: homes are never moved
+      reasons.push_back("home '" + p->second.home + "'");
+    }
+    if (p->second.shell != kAccountShell) {
+      opts.insert(opts.end(), {"--shell", kAccountShell});
+      reasons.push_back("shell '" + p->second.shell + "'");
+    }
+    if (!sh.expire.empty()) {
+      opts.insert(opts.end(), {"--expiredate", ""});
+      reasons.push_back(sh.expire == kDisabledExpiry ? "disabled (expired) and listed again"
+                                                     : "expiry date " + sh.expire);
+    }
+    const bool locked = !sh.hash.empty() && sh.hash[0] == '!';
+    bool set_password = false;
+    if (portal) {
+      const bool verifies = PasswordMatches(u.password, locked ? sh.hash.substr(1) : sh.hash);
+      if (locked && verifies) {
+        opts.push_back("--unlock");
+        reasons.push_back("password locked");
+      }
+      set_password = !verifies;
+    } else if (!locked) {
+      opts.push_back("--lock");
+      reasons.push_back("password not locked on a worker");
+    }
+    if (!opts.empty()) {
+      std::vector<std::string> argv = {"usermod"};
+      argv.insert(argv.end(), opts.begin(), opts.end());
+      argv.push_back(u.name);
+      std::string what = fmt::format("update user {}: {}", who, log::QuoteArgv(argv));
+      auto s = env.plan.Do(what, "now: " + JoinComma(reasons),
+                           [&]() { return RunTool(env, WithPrefix(env.files, argv)); });
+      if (!s) return s;
+      changed.push_back(who);
+    }
+    if (set_password) {
+      chpasswd_input += u.name + ":" + u.password + "\n";
+      secrets.push_back(u.password);
+      passwords.push_back(who);
+      password_why.push_back(fmt::format("{}: {}", u.name,
+                                         sh.hash == "!" || sh.hash.empty()
+                                             ? "no password yet"
+                                             : "the current hash does not verify the password "
+                                               "in " +
+                                                   var));
+    }
+  }
+  if (!chpasswd_input.empty()) {
+    std::vector<std::string> argv = {"chpasswd", "--crypt-method", "YESCRYPT"};
+    if (UnderRoot(env.files)) argv.insert(argv.begin() + 1, {"--root", env.files.root()});
+    auto s = env.plan.Do(
+        fmt::format("set the password of {} (chpasswd, on stdin)", JoinComma(passwords)),
+        JoinComma(password_why), [&]() { return RunTool(env, argv, chpasswd_input, secrets); });
+    explicit_bzero(chpasswd_input.data(), chpasswd_input.size());
+    if (!s) return s;
+  }
+
+  // 3. Managed accounts no longer listed: locked and expired, never deleted.
+  for (const auto& [name, m] : *managed) {
+    if (listed.count(name)) continue;
+    const std::string who = Who(name, m.uid);
+    auto p = db->users.find(name);
+    if (p == db->users.end()) {
+      env.plan.Keep("disabled user " + who, "removed from " + var + "; the account is gone");
+      continue;
+    }
+    if (p->second.uid != m.uid) {
+      log::Warn(
+          "{}: user '{}' was removed from the list, but the account of that name now has "
+          "uid {} (one-hpc made uid {}): not one-hpc's, left alone",
+          var, name, p->second.uid, m.uid);
+      continue;
+    }
+    ShadowEntry sh;
+    if (auto s = db->shadow.find(name); s != db->shadow.end()) sh = s->second;
+    if (!sh.hash.empty() && sh.hash[0] == '!' && sh.expire == kDisabledExpiry) {
+      env.plan.Keep("disabled user " + who, "removed from " + var + "; already locked and expired");
+      continue;
+    }
+    auto s = env.plan.Do(
+        fmt::format("disable user {} (lock and expire; the account and its home are kept)", who),
+        "no longer listed in " + var, [&]() {
+          return RunTool(env, WithPrefix(env.files, {"usermod", "--lock", "--expiredate",
+                                                     kDisabledExpiry, name}));
+        });
+    if (!s) return s;
+    disabled.push_back(who);
+  }
+
+  if (created.empty() && changed.empty() && passwords.empty() && disabled.empty()) {
+    log::Info("OOD accounts: {} listed, all up to date", users.size());
+  } else {
+    log::Info("OOD accounts{}: created: {}; updated: {}; password set: {}; disabled: {}",
+              env.plan.dry_run() ? " (plan only)" : "", JoinComma(created), JoinComma(changed),
+              JoinComma(passwords), JoinComma(disabled));
+  }
+  return Ok();
+}
+
+}  // namespace onehpc::ood
