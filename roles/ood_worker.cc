@@ -77,8 +77,15 @@ class OodWorkerRole : public Role {
     setup.once = once;
     setup.before_slurmd = [&env](const ControllerInfo& portal) -> Status {
       auto it = portal.published.find(ood::kAttrUserTable);
-      std::string table = it == portal.published.end() ? "" : it->second;
-      auto users = ood::ParseUserTable(table);
+      if (it == portal.published.end() || it->second.empty()) {
+        // Never read as "no user": that would disable every account on this worker.
+        return Fail(ErrorKind::kNotFound,
+                    "portal VM " + std::to_string(portal.vm_id) + " publishes no " +
+                        ood::kAttrUserTable + " (a portal of an older one-hpc?)");
+      }
+      auto users = it->second == ood::kNoUsers ? Result<std::vector<ood::LocalUser>>(
+                                                     std::vector<ood::LocalUser>{})
+                                               : ood::ParseUserTable(it->second);
       if (!users) {
         return Fail(users.error().WithContext("the users published by portal VM " +
                                               std::to_string(portal.vm_id)));

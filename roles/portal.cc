@@ -389,9 +389,11 @@ class PortalRole : public Role {
     if (auto s = WriteOodConfig(env, servername, *clusters); !s) return s;
 
     if (auto s = PublishController(env, host, *addr, *ctl_key); !s) return s;
+    // Always published (OneGate cannot hold an empty value: "none" means no user), so that
+    // a worker never reads "not published" as "every user was removed".
     std::string table = ood::FormatUserTable(*users);
-    if (env.publish != nullptr && !table.empty()) {
-      env.publish->emplace_back(ood::kAttrUserTable, table);
+    if (env.publish != nullptr) {
+      env.publish->emplace_back(ood::kAttrUserTable, table.empty() ? ood::kNoUsers : table);
     }
     return Ok();
   }

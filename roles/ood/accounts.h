@@ -57,6 +57,8 @@ enum class AccountMode {
 inline constexpr char kAccountsStateFile[] = "/var/lib/one-hpc/ood-accounts.json";
 /// OneGate attribute the portal publishes: FormatUserTable of its users.
 inline constexpr char kAttrUserTable[] = "OOD_USERS";
+/// The kAttrUserTable value for "no user" (OneGate cannot store an empty value).
+inline constexpr char kNoUsers[] = "none";
 inline constexpr char kAccountComment[] = "one-hpc OOD user";
 inline constexpr char kAccountShell[] = "/bin/bash";
 /// Time limit for each groupadd/useradd/usermod/chpasswd run.
