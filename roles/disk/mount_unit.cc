@@ -37,8 +37,10 @@ std::string EscapePath(const std::string& path) {
   return out;
 }
 
+std::string MountUnitName(const std::string& where) { return EscapePath(where) + ".mount"; }
+
 std::string MountUnitPath(const std::string& where) {
-  return std::string(kUnitDir) + "/" + EscapePath(where) + ".mount";
+  return std::string(kUnitDir) + "/" + MountUnitName(where);
 }
 
 MountUnitFiles RenderMountUnits(const std::string& uuid, const std::string& fs_type,

@@ -27,6 +27,9 @@ struct MountUnitFiles {
   std::string nfs_dropin;
 };
 
+/// The mount unit for `where`: "/home" -> "home.mount" (systemd requires this name).
+std::string MountUnitName(const std::string& where);
+
 /// /etc/systemd/system/<escaped where>.mount
 std::string MountUnitPath(const std::string& where);
 

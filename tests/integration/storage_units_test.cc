@@ -1,15 +1,21 @@
 // The units the storage role generates for the ood-home mount pass `systemd-analyze verify`
 // (which also checks that the unit name is the escaped Where= path), and the nfs-server
-// drop-in is accepted on top of a stand-in nfs-server.service.
+// drop-in is accepted on top of a stand-in nfs-server.service. The same for the NFS client
+// mounts of the portal and worker roles (roles/nfs/client_mounts.h), also with the lab's
+// bind drop-in.
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include <gtest/gtest.h>
 
 #include "roles/disk/home_disk.h"
 #include "roles/disk/mount_unit.h"
+#include "roles/nfs/client_mounts.h"
 #include "roles/os/mounts.h"
 #include "roles/os/process.h"
 #include "tests/integration/loop_devices.h"
@@ -18,6 +24,22 @@ namespace onehpc {
 namespace {
 
 namespace fs = std::filesystem;
+
+// `systemd-analyze verify` of each unit in `dir` (the unit path), with no output at all.
+void ExpectVerifies(const std::string& dir, const std::vector<std::string>& units) {
+  RealProcessRunner runner;
+  for (const std::string& unit : units) {
+    Command c;
+    c.argv = {"systemd-analyze", "verify", "--man=no", unit};
+    c.cwd = dir;
+    c.env = {{"SYSTEMD_LOG_LEVEL", "warning"}, {"SYSTEMD_UNIT_PATH", dir + ":"}};
+    c.timeout = Duration(60000);
+    auto r = runner.Run(c);
+    ASSERT_TRUE(r) << r.error().message;
+    EXPECT_EQ(r->exit_code, 0) << unit << ": " << r->out << r->err;
+    EXPECT_EQ(r->out + r->err, "") << unit;
+  }
+}
 
 TEST(StorageUnitsTest, GeneratedMountUnitsVerify) {
   if (!testing::HaveProgram("systemd-analyze")) GTEST_SKIP() << "systemd-analyze missing";
@@ -35,18 +57,33 @@ TEST(StorageUnitsTest, GeneratedMountUnitsVerify) {
   std::ofstream(dir + "/nfs-server.service.d/50-one-hpc-home.conf") << files.nfs_dropin;
   EXPECT_EQ(name(files.mount_unit_path), "export-home.mount");
 
-  RealProcessRunner runner;
-  for (const std::string unit : {"export-home.mount", "nfs-server.service"}) {
-    Command c;
-    c.argv = {"systemd-analyze", "verify", "--man=no", unit};
-    c.cwd = dir;
-    c.env = {{"SYSTEMD_LOG_LEVEL", "warning"}, {"SYSTEMD_UNIT_PATH", dir + ":"}};
-    c.timeout = Duration(60000);
-    auto r = runner.Run(c);
-    ASSERT_TRUE(r) << r.error().message;
-    EXPECT_EQ(r->exit_code, 0) << unit << ": " << r->out << r->err;
-    EXPECT_EQ(r->out + r->err, "") << unit;
+  ExpectVerifies(dir, {"export-home.mount", "nfs-server.service"});
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+}
+
+TEST(StorageUnitsTest, NfsClientMountUnitsVerify) {
+  if (!testing::HaveProgram("systemd-analyze")) GTEST_SKIP() << "systemd-analyze missing";
+  char tmpl[] = "/tmp/onehpc-units.XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  std::string dir = tmpl;
+  std::vector<std::string> units;
+  for (const auto& [server, where] : std::vector<std::pair<std::string, std::string>>{
+           {"10.0.1.5", "/home"}, {"nfs.example.org", "/var/lib/one-hpc/portal-state"}}) {
+    nfs::NfsMount m;
+    m.server = server;
+    m.export_path = "/export/home";
+    m.where = where;
+    m.why = "homes at 100% (test)";
+    units.push_back(nfs::NfsMountUnitName(where));
+    std::ofstream(dir + "/" + units.back()) << nfs::RenderNfsMountUnit(m);
   }
+  EXPECT_EQ(units[1], "var-lib-one\\x2dhpc-portal\\x2dstate.mount");
+  // The lab replaces the NFS transport with a bind mount through a drop-in.
+  fs::create_directories(dir + "/home.mount.d");
+  std::ofstream(dir + "/home.mount.d/lab-bind.conf")
+      << "[Mount]\nWhat=/lab/nfs/home\nType=none\nOptions=bind\n";
+  ExpectVerifies(dir, units);
   std::error_code ec;
   fs::remove_all(dir, ec);
 }
