@@ -333,6 +333,8 @@ phase1_up() {
     check "portal: one-hpc-accounting-dump.timer enabled" unit_enabled portal one-hpc-accounting-dump.timer
     check "portal: slurmdbd active" unit_active portal slurmdbd.service
     check "portal: oneslurm-reconcile.timer active" unit_active portal oneslurm-reconcile.timer
+    wait_for 45 exports_name "${IP[portal]}"
+    check "storage refresher: exports name the portal ${IP[portal]} (${WAITED}s)" exports_name "${IP[portal]}"
     kick_timer portal oneslurm-reconcile.timer oneslurm-reconcile.service
 
     # Accounts: the same uid on the portal and the workers; passwords on the portal only.
@@ -373,7 +375,7 @@ phase1_up() {
 
 JOB_RUN="" JOB_PEND="" RUN_NODE="" RUN_START="" RUN_SLEEP=""
 phase2_reboot() {
-    local t0 w n
+    local t0 w="" n
     step "2. portal reboot with one job RUNNING and one PENDING"
     JOB_RUN=$(as_alice sbatch --parsable -D /home/alice -o /dev/null -J lab-run --wrap 'sleep 600' 2>&1)
     JOB_PEND=$(as_alice sbatch --parsable -D /home/alice -o /dev/null -J lab-pend --begin=now+1hour --wrap true 2>&1)
@@ -447,12 +449,13 @@ phase3_replace() {
     other=w1; [ "$(node w1)" = "$RUN_NODE" ] && other=w2
     check "a new job of alice runs on $(node "$other")" \
         eq "$(as_alice timeout 90 srun -N1 -w "$(node "$other")" -D /home/alice id -un 2>&1)" alice
-    wait_for 40 bash -c "grep -q '${IP[portal2]}(' '$(bl_root sto)/etc/exports.d/one-hpc.exports'"
+    wait_for 45 exports_name "${IP[portal2]}"
     check "storage refresher: exports name the new portal ${IP[portal2]} (${WAITED}s)" \
         contains "$(bl_exec sto cat /etc/exports.d/one-hpc.exports)" "${IP[portal2]}("
     print_sinfo
 }
 
+exports_name() { bl_exec sto grep -qF "$1(" /etc/exports.d/one-hpc.exports; }
 reconciled_away() {
     not_registered "$1" ||
         { [ "$(node_reason "$1")" = "removed from OneFlow service" ] && node_state "$1" | grep -q 'drain\|drng'; }
