@@ -199,7 +199,7 @@ configured_ok() {
     local n rc=0
     for n in "$@"; do
         check "$n: one-hpc-configure succeeded" eq "$(configure_result "$n")" success ||
-            { show_configure_log "$n" 40; rc=1; }
+            { show_configure_log "$n" 40; rc=1; continue; }
         wait_for 20 ready "$n"
         check "$n: READY=YES in OneGate" ready "$n" || rc=1
     done
