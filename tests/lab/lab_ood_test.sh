@@ -167,6 +167,16 @@ node() { echo "ood-worker-${VMID[$1]}"; }
 PORTAL=portal          # the container that is the portal now (phase 3 replaces it)
 P() { bl_exec "$PORTAL" "$@"; }
 as_alice() { P runuser -u alice -- "$@"; }
+# submit SBATCH_OPTIONS... : sbatch as alice in her home; prints the job id (stderr to a log).
+submit() {
+    as_alice sbatch --parsable -D /home/alice -o /dev/null "$@" 2>> "$BOOTLAB_DIR/logs/sbatch.err"
+}
+is_id() {
+    local a
+    for a in "$@"; do
+        case $a in ''|*[!0-9]*) echo "        not a job id: '$a' ($(tail -n 2 "$BOOTLAB_DIR/logs/sbatch.err" 2>/dev/null))"; return 1;; esac
+    done
+}
 
 # The one-hpc-configure unit has finished (active or failed).
 configured() {
@@ -377,9 +387,10 @@ JOB_RUN="" JOB_PEND="" RUN_NODE="" RUN_START="" RUN_SLEEP=""
 phase2_reboot() {
     local t0 w="" n
     step "2. portal reboot with one job RUNNING and one PENDING"
-    JOB_RUN=$(as_alice sbatch --parsable -D /home/alice -o /dev/null -J lab-run --wrap 'sleep 600' 2>&1)
-    JOB_PEND=$(as_alice sbatch --parsable -D /home/alice -o /dev/null -J lab-pend --begin=now+1hour --wrap true 2>&1)
+    JOB_RUN=$(submit -J lab-run --wrap 'sleep 600')
+    JOB_PEND=$(submit -J lab-pend --begin=now+1hour --wrap true)
     say "jobs: $JOB_RUN (sleep 600), $JOB_PEND (--begin=now+1hour)"
+    check "two jobs submitted as alice" is_id "$JOB_RUN" "$JOB_PEND" || return 1
     wait_for 30 job_state_is "$JOB_RUN" RUNNING
     check "job $JOB_RUN RUNNING" job_state_is "$JOB_RUN" RUNNING || return 1
     check "job $JOB_PEND PENDING" job_state_is "$JOB_PEND" PENDING
@@ -408,7 +419,8 @@ phase2_reboot() {
 phase3_replace() {
     local t0 job_done key_before dumps_before old n other
     step "3. portal replaced: new VM, new address; key, queue and accounting kept; workers follow"
-    job_done=$(as_alice sbatch --parsable --wait -D /home/alice -o /dev/null -J lab-done --wrap true 2>&1 | tail -1)
+    job_done=$(submit --wait -J lab-done --wrap true | head -1)
+    check "a job of alice ran to its end ($job_done)" is_id "$job_done" || return 1
     wait_for 30 in_sacct "$job_done"
     check "finished job $job_done in the old portal's accounting" in_sacct "$job_done"
     dumps_before=$(find "$NFS_DIR/slurm/accounting" -type f 2>/dev/null | wc -l)
