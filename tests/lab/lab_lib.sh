@@ -99,6 +99,7 @@ build_layers() {
             sh $DEV_LIBS || return 1
     fi
     timing "layer $top ($BL_LAYER_RESULT)" "$(_bl_dt "$t0" "$(_bl_now)")"
+    # shellcheck disable=SC2034  # read by the test scripts
     LAB_LAYERS=$top:$base
 }
 
