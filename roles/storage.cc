@@ -60,15 +60,25 @@ class StorageRole : public Role {
       return s;
     }
     bool home_on_disk = false;
+    const bool container = nfs::InContainer(env.files);
     if (external_home) {
       env.plan.Keep("home disk", std::string(kHomeNfsEnabled) +
                                      "=YES: the homes live on the site's NFS server; no disk "
                                      "is looked at and /export/home is not exported");
     } else {
       if (auto s = EnsureDir(env, disk::kHomeDir, "the users' home directories"); !s) return s;
-      auto on_disk = EnsureHomeDisk(env);
-      if (!on_disk) return Fail(on_disk.error());
-      home_on_disk = *on_disk;
+      if (container) {
+        // A container sees the host's block devices: never probe, format or mount them.
+        log::Warn("storage: in a container ({}): no block device is looked at (they are the "
+                  "host's); the homes stay in {} on the root filesystem",
+                  nfs::kContainerMarker, disk::kHomeDir);
+        env.plan.Keep(std::string("homes in ") + disk::kHomeDir + " on the root filesystem",
+                      "in a container the block devices in view are the host's");
+      } else {
+        auto on_disk = EnsureHomeDisk(env);
+        if (!on_disk) return Fail(on_disk.error());
+        home_on_disk = *on_disk;
+      }
     }
 
     // Exports: the portal's compute address from OneGate; on failure the last good list.
@@ -84,15 +94,22 @@ class StorageRole : public Role {
                 env.files.root() == "/";
     auto changed = nfs::EnsureExports(env.plan, env.files, env.runner, config, false, live);
     if (!changed) return Fail(changed.error());
-    if (auto s = slurm::EnsureUnitEnabled(env, kNfsServer, "multi-user.target",
-                                          "the NFS server must come back after a reboot");
-        !s) {
-      return s;
-    }
-    if (auto s = slurm::EnsureUnitRunning(env, kNfsServer, false, "",
-                                          "serves the homes, the Slurm state and the software");
-        !s) {
-      return s;
+    if (container) {
+      log::Warn("storage: {} is neither enabled nor started: {}", kNfsServer,
+                nfs::kContainerTransport);
+      env.plan.Keep(kNfsServer, std::string("not enabled or started: ") +
+                                    nfs::kContainerTransport);
+    } else {
+      if (auto s = slurm::EnsureUnitEnabled(env, kNfsServer, "multi-user.target",
+                                            "the NFS server must come back after a reboot");
+          !s) {
+        return s;
+      }
+      if (auto s = slurm::EnsureUnitRunning(env, kNfsServer, false, "",
+                                            "serves the homes, the Slurm state and the software");
+          !s) {
+        return s;
+      }
     }
     if (auto s = slurm::EnsureUnitEnabled(env, kExportsRefreshTimer, "timers.target",
                                           "keeps the portal's address in the exports current");

@@ -43,6 +43,8 @@ std::optional<std::string> NetworkCidr(const std::string& ip, const std::string&
   return Ipv4Text(*addr & *m) + "/" + std::to_string(PrefixLength(*m));
 }
 
+bool InContainer(const Files& files) { return files.Exists(kContainerMarker); }
+
 bool CidrContains(const std::string& cidr, const std::string& ip) {
   auto slash = cidr.find('/');
   if (slash == std::string::npos) return false;
@@ -199,7 +201,10 @@ Result<bool> EnsureExports(Plan& plan, Files& files, ProcessRunner& runner,
   } else {
     plan.Keep(kExportsFile, "already up to date");
   }
-  if ((changed || force_exportfs) && !live) {
+  if ((changed || force_exportfs) && InContainer(files)) {
+    log::Warn("exports: exportfs -ra not run: {}", kContainerTransport);
+    plan.Keep("exportfs -ra", std::string("not run: ") + kContainerTransport);
+  } else if ((changed || force_exportfs) && !live) {
     plan.Keep("exportfs -ra", "not run: the files are under --root " + files.root() +
                                   ", and exportfs acts on the running system");
   } else if (changed || force_exportfs) {

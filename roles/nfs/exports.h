@@ -34,6 +34,16 @@ inline constexpr char kHomeExport[] = "/export/home";
 inline constexpr char kSlurmExport[] = "/export/slurm";
 inline constexpr char kSoftwareExport[] = "/export/software";
 inline constexpr char kPortalRole[] = "portal";
+/// systemd writes this file when it runs in a container (systemd-nspawn, the lab).
+inline constexpr char kContainerMarker[] = "/run/systemd/container";
+/// Why nothing is served in a container (logged and recorded in the plan).
+inline constexpr char kContainerTransport[] =
+    "in a container the NFS transport is stood in by bind mounts";
+
+/// True when this system is a container (kContainerMarker exists, read through `files` so
+/// that --root runs see the tree's marker): kernel NFS cannot be served there, and the block
+/// devices in view are the host's.
+bool InContainer(const Files& files);
 
 /// "10.1.0.0/24" from an address and a mask ("255.255.255.0" or "24"); nullopt if invalid.
 std::optional<std::string> NetworkCidr(const std::string& ip, const std::string& mask);
@@ -68,8 +78,9 @@ Result<std::vector<std::string>> PortalAddresses(const ServiceInfo& service,
 /// Writes the state file and the exports file when they differ (atomically, through the
 /// plan), and runs `exportfs -ra` when the exports changed (or `force_exportfs`). `live` =
 /// false (files under a --root that is not the running system) records a keep instead of
-/// running exportfs, which always acts on the running system. Returns whether the exports
-/// file changed.
+/// running exportfs, which always acts on the running system; so does a container
+/// (InContainer), where there is no kernel NFS server. Returns whether the exports file
+/// changed.
 Result<bool> EnsureExports(Plan& plan, Files& files, ProcessRunner& runner,
                            const ExportsConfig& config, bool force_exportfs = false,
                            bool live = true);

@@ -12,7 +12,8 @@
 #
 # Use:  . tests/lab/bootlab.sh    (bash; safe under set -euo pipefail)
 #       bl_host_check || exit 77; bl_host_setup; trap bl_cleanup EXIT
-#       bl_rootfs; bl_layer ...; bl_bridge_up; bl_clone vm1 10.78.0.11/24; bl_boot vm1; ...
+#       bl_rootfs; bl_layer ...; bl_bridge_up; bl_clone vm1 10.78.0.11/24; [bl_bind, bl_put,
+#       bl_dropin before boot;] bl_boot vm1; ...
 #
 # Environment (all optional):
 #   BOOTLAB_DIR       one lab: clones, console logs, run files. Default: a new mktemp -d under
@@ -34,6 +35,7 @@
 #   $BOOTLAB_CACHE/rootfs (+ rootfs.stamp)   prepared template, lower layer of every clone
 #   $BOOTLAB_CACHE/layers/NAME (+ .stamp)    a layer: overlay upper directory over its lowers
 #   $BOOTLAB_DIR/m/NAME/{upper,ovlwork,root} per-container overlay; upper = what the guest wrote
+#   $BOOTLAB_DIR/m/NAME/binds                its bl_bind options (one --bind= a line)
 #   $BOOTLAB_DIR/logs/NAME.console           guest console (boot and shutdown messages)
 #   $BOOTLAB_DIR/run/NAME.*                  nspawn PID, exit status, cgroups, history
 
@@ -474,6 +476,32 @@ bl_mac() {
 bl_root() { echo "$BOOTLAB_DIR/m/$1/root"; }    # the merged root (use before boot / after exit)
 bl_upper() { echo "$BOOTLAB_DIR/m/$1/upper"; }  # only the files the guest created or changed
 
+# bl_bind NAME HOSTDIR:GUESTDIR : bind HOSTDIR (created if missing) at GUESTDIR in NAME at every
+# bl_boot of this clone (systemd-nspawn --bind=, read-write; reboot relaunches keep it). E.g. a
+# host directory shared by several containers, standing in for a network filesystem. Recorded
+# with the clone: bl_unclone forgets it.
+bl_bind() {
+    local name=$1 spec=$2 d=$BOOTLAB_DIR/m/$1
+    [ -d "$d" ] || { _bl_err "$name is not cloned"; return 1; }
+    case $spec in /*:/*) ;; *) _bl_err "bl_bind $name: want HOSTDIR:GUESTDIR, got '$spec'"; return 1;; esac
+    mkdir -p "${spec%%:*}"
+    echo "--bind=$spec" >> "$d/binds"
+}
+# bl_put NAME GUESTPATH [MODE] < CONTENT : a file in the clone before it boots (it lands in the
+# clone's upper layer); parent directories are created. Any path, also with the \x2d escapes of
+# systemd unit names.
+bl_put() {
+    local name=$1 path=$2 mode=${3:-0644} root
+    root=$(bl_root "$name")
+    mountpoint -q "$root" || { _bl_err "$name is not cloned"; return 1; }
+    case $path in /*) ;; *) _bl_err "bl_put $name: '$path' is not absolute"; return 1;; esac
+    mkdir -p "$(dirname "$root$path")"
+    cat > "$root$path" && chmod "$mode" "$root$path"
+}
+# bl_dropin NAME UNIT CONF CONTENT : /etc/systemd/system/UNIT.d/CONF.conf in the clone before
+# boot, e.g. bl_dropin vm1 home.mount lab-bind $'[Mount]\nWhat=/lab/nfs/home\n'.
+bl_dropin() { printf '%s\n' "$4" | bl_put "$1" "/etc/systemd/system/$2.d/$3.conf"; }
+
 # ---- OpenNebula context ----------------------------------------------------------------------
 
 # bl_context NAME VAR=value... : write /context/context.sh into the clone exactly as
@@ -536,14 +564,15 @@ while :; do
 done'
 
 # bl_boot NAME [systemd-nspawn options] : boot the clone in the background on the lab bridge
-# (pass other network options to replace --network-bridge); the console goes to
+# (pass other network options to replace --network-bridge), with its bl_bind binds; the console goes to
 # $BOOTLAB_DIR/logs/NAME.console. Returns once nspawn runs.
 bl_boot() {
     local name=$1; shift
     local root=$BOOTLAB_DIR/m/$name/root run=$BOOTLAB_DIR/run/$name d
-    local -a net=(--network-bridge="$BOOTLAB_BRIDGE")
+    local -a net=(--network-bridge="$BOOTLAB_BRIDGE") binds=()
     case " $* " in *" --network-"*|*" --private-network "*) net=();; esac
     mountpoint -q "$root" || { _bl_err "$name is not cloned"; return 1; }
+    [ -f "$BOOTLAB_DIR/m/$name/binds" ] && mapfile -t binds < "$BOOTLAB_DIR/m/$name/binds"
     if bl_running "$name"; then _bl_err "$name is already running"; return 1; fi
     bl_cg_cleanup "$name"
     _bl_nspawn_tmpfs
@@ -552,7 +581,7 @@ bl_boot() {
     rm -f "$run.pid" "$run.rc" "$run.sup"
     setsid bash -c "$_BL_SUPERVISOR" bootlab-supervisor "$run" "$BOOTLAB_ON_REBOOT" "$BOOTLAB_MAX_RESTARTS" \
         systemd-nspawn --quiet --register=no --keep-unit --boot \
-            --machine="$name" --directory="$root" "${net[@]}" "$@" \
+            --machine="$name" --directory="$root" "${net[@]}" "${binds[@]}" "$@" \
         </dev/null >>"$BOOTLAB_DIR/logs/$name.console" 2>&1 8>&- 9>&- &
     for _ in $(seq 200); do { [ -s "$run.pid" ] || [ -s "$run.rc" ]; } && break; sleep 0.05; done
     [ -s "$run.pid" ] || { _bl_err "$name: nspawn did not start (console: $BOOTLAB_DIR/logs/$name.console)"; return 1; }

@@ -56,24 +56,29 @@ deb_fingerprint() {
       dpkg-deb --contents "$1" | awk '{print $1, $2, $3, $6}'; } | sha256sum | cut -d' ' -f1
 }
 
-# Layers: appliance-slurm = install-appliance.sh --role-packages slurm; on top, one-hpc =
-# install-appliance.sh --deb (or the development fallback). Keyed by the script's and the
-# package's checksums. Package lists are dropped afterwards to keep layers small (what
-# --clean-image would do in the image; the lab does not seal its image).
+# Layers, per role-package set SET (slurm, the default, or ood): appliance-SET =
+# install-appliance.sh --role-packages SET; on top, the product layer (one-hpc for slurm,
+# one-hpc-SET otherwise) = install-appliance.sh --deb (or the development fallback). Keyed by
+# the script's and the package's checksums. Package lists are dropped afterwards to keep layers
+# small (what --clean-image would do in the image; the lab does not seal its image). Sets
+# LAB_LAYERS to the stack to clone from (BOOTLAB_LAYERS=$LAB_LAYERS bl_clone ...).
 build_layers() {
-    local script=$SRC/image-build/install-appliance.sh t0 sum key
+    local set=${1:-slurm} script=$SRC/image-build/install-appliance.sh t0 sum key base top
+    base=appliance-$set top=one-hpc
+    [ "$set" = slurm ] || top=one-hpc-$set
     sum=$(sha256sum "$script" | cut -d' ' -f1)
     t0=$(_bl_now)
-    bl_layer_build appliance-slurm "" "install-appliance.sh $sum --role-packages slurm" \
+    # shellcheck disable=SC2016  # $1 of the inner shell
+    bl_layer_build "$base" "" "install-appliance.sh $sum --role-packages $set" \
         --bind-ro="$SRC/image-build:/run/bootlab-src" -- \
-        sh -c '/run/bootlab-src/install-appliance.sh --role-packages slurm &&
-               apt-get clean && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin' || return 1
-    timing "layer appliance-slurm ($BL_LAYER_RESULT)" "$(_bl_dt "$t0" "$(_bl_now)")"
+        sh -c '/run/bootlab-src/install-appliance.sh --role-packages "$1" &&
+               apt-get clean && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin' sh "$set" || return 1
+    timing "layer $base ($BL_LAYER_RESULT)" "$(_bl_dt "$t0" "$(_bl_now)")"
     t0=$(_bl_now)
     if [ -n "$DEB" ]; then
         key="install-appliance.sh $sum --deb $(deb_fingerprint "$DEB")"
         # shellcheck disable=SC2016  # $1 of the inner shell
-        bl_layer_build one-hpc appliance-slurm "$key" \
+        bl_layer_build "$top" "$base" "$key" \
             --bind-ro="$SRC/image-build:/run/bootlab-src" \
             --bind-ro="$DEB:/run/bootlab-deb/$(basename "$DEB")" -- \
             sh -c '/run/bootlab-src/install-appliance.sh --deb "$1" &&
@@ -82,7 +87,7 @@ build_layers() {
     else
         key="install-appliance.sh $sum dev $DEV_LIBS $(cat "$DEV_BIN" "$SRC"/install/systemd/* | sha256sum | cut -d' ' -f1)"
         # shellcheck disable=SC2016,SC2086  # "$@" of the inner shell; one word per package
-        bl_layer_build one-hpc appliance-slurm "$key" \
+        bl_layer_build "$top" "$base" "$key" \
             --bind-ro="$SRC/image-build:/run/bootlab-src" \
             --bind-ro="$DEV_BIN:/run/bootlab-bin/one-hpc" \
             --bind-ro="$SRC/install/systemd:/run/bootlab-units" -- \
@@ -93,7 +98,9 @@ build_layers() {
                    apt-get clean && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin' \
             sh $DEV_LIBS || return 1
     fi
-    timing "layer one-hpc ($BL_LAYER_RESULT)" "$(_bl_dt "$t0" "$(_bl_now)")"
+    timing "layer $top ($BL_LAYER_RESULT)" "$(_bl_dt "$t0" "$(_bl_now)")"
+    # shellcheck disable=SC2034  # read by the test scripts
+    LAB_LAYERS=$top:$base
 }
 
 # ---- the test harness: counted checks, timings, clean-up on every exit ----------------------

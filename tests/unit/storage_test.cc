@@ -145,6 +145,7 @@ class StorageTest : public ::testing::Test {
       return Ok();
     };
     o.candidates = [this](RoleEnv&) -> Result<std::vector<std::string>> {
+      ++candidate_calls_;
       std::vector<std::string> out;
       for (const auto& [d, p] : disks_.probes) {
         if (d != "/dev/vda") out.push_back(d);
@@ -199,6 +200,7 @@ class StorageTest : public ::testing::Test {
   FakeDisks disks_;
   FakeMounts mounts_;
   std::set<std::string> busy_;
+  int candidate_calls_ = 0;
   OneGateClient* onegate_ = nullptr;
   ContextVars vars_;
   std::unique_ptr<Role> role_;
@@ -228,6 +230,54 @@ TEST_F(StorageTest, NoDataDiskHomesOnRootDisk) {
   EXPECT_FALSE(m_.Exists("/etc/systemd/system/export-home.mount"));
   EXPECT_TRUE(Ran("exportfs -ra"));
   EXPECT_TRUE(m_.Exists("/etc/systemd/system/timers.target.wants/one-hpc-exports-refresh.timer"));
+}
+
+// In a container (systemd's /run/systemd/container, as in the lab) the block devices are the
+// host's and kernel NFS cannot be served: no disk is looked at, the exports file is still
+// written, but nfs-server and exportfs are left alone.
+TEST_F(StorageTest, ContainerLooksAtNoDiskAndServesNothing) {
+  m_.Write(nfs::kContainerMarker, "systemd-nspawn\n");
+  disks_.Blank("/dev/vdb");  // would be formatted on a VM
+  log::Capture logs;
+  auto r = MustConfigure();
+  EXPECT_EQ(candidate_calls_, 0);
+  EXPECT_TRUE(disks_.writes.empty());
+  EXPECT_FALSE(Ran("mkfs"));
+  EXPECT_EQ(mounts_.mounts, 0);
+  EXPECT_TRUE(m_.Exists("/export/home"));
+  EXPECT_TRUE(m_.Exists("/export/slurm"));
+  EXPECT_TRUE(m_.Exists("/export/software"));
+  EXPECT_FALSE(m_.Exists("/etc/systemd/system/export-home.mount"));
+  std::string exports = m_.Read(nfs::kExportsFile);
+  EXPECT_THAT(exports, HasSubstr("/export/home 10.1.0.0/24(rw,sync,no_subtree_check,root_squash,fsid=1)\n"));
+  EXPECT_THAT(exports, HasSubstr("/export/software 10.1.0.0/24("));
+  EXPECT_FALSE(Ran("exportfs"));
+  for (const auto& a : m_.runner.Argvs()) EXPECT_THAT(a, Not(HasSubstr("nfs-server"))) << a;
+  EXPECT_FALSE(m_.Exists("/etc/systemd/system/multi-user.target.wants/nfs-server.service"));
+  // The refresher still keeps the exports file current.
+  EXPECT_TRUE(m_.Exists("/etc/systemd/system/timers.target.wants/one-hpc-exports-refresh.timer"));
+  EXPECT_TRUE(logs.Contains("in a container the NFS transport is stood in by bind mounts"));
+  EXPECT_TRUE(logs.Contains("no block device is looked at"));
+  EXPECT_THAT(r.run->plan.Render(), HasSubstr("nfs-server.service"));
+}
+
+TEST_F(StorageTest, ContainerRerunChangesNothing) {
+  m_.Write(nfs::kContainerMarker, "systemd-nspawn\n");
+  MustConfigure();
+  auto second = MustConfigure();
+  EXPECT_TRUE(second.run->Changes().empty()) << second.run->plan.Render();
+  EXPECT_FALSE(Ran("exportfs"));
+  EXPECT_EQ(candidate_calls_, 0);
+}
+
+// With ONEAPP_HOME_NFS_ENABLED in a container: no home export, still no disk and no server.
+TEST_F(StorageTest, ContainerWithExternalHome) {
+  m_.Write(nfs::kContainerMarker, "systemd-nspawn\n");
+  vars_["ONEAPP_HOME_NFS_ENABLED"] = "YES";
+  MustConfigure();
+  EXPECT_EQ(candidate_calls_, 0);
+  EXPECT_THAT(m_.Read(nfs::kExportsFile), Not(HasSubstr("/export/home")));
+  EXPECT_FALSE(Ran("exportfs"));
 }
 
 TEST_F(StorageTest, BlankDiskIsFormattedMountedPersisted) {
@@ -617,6 +667,21 @@ TEST_F(RefreshTest, PortalAddressChange) {
   ASSERT_TRUE(state);
   EXPECT_EQ(state->portal_ips, std::vector<std::string>{"10.1.0.7"});
   EXPECT_TRUE(state->home_on_disk);
+}
+
+// `one-hpc storage-refresh` in a container: the exports file follows the portal, exportfs
+// is not run (no kernel NFS server there).
+TEST_F(RefreshTest, ContainerRewritesExportsWithoutExportfs) {
+  m_.Write(nfs::kContainerMarker, "systemd-nspawn\n");
+  int n = Exportfs();
+  log::Capture logs;
+  auto out = nfs::RefreshExports(*m_.files, m_.runner,
+                                 [] { return Result<ServiceInfo>(Service({{"10.1.0.7"}})); });
+  ASSERT_TRUE(out) << out.error().message;
+  EXPECT_TRUE(out->changed);
+  EXPECT_EQ(Exportfs(), n);
+  EXPECT_THAT(m_.Read(nfs::kExportsFile), HasSubstr("/export/slurm 10.1.0.7("));
+  EXPECT_TRUE(logs.Contains("in a container the NFS transport is stood in by bind mounts"));
 }
 
 TEST_F(RefreshTest, MissingStateIsNotFound) {

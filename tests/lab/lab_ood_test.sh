@@ -1,0 +1,533 @@
+#!/bin/bash
+# lab_ood_test.sh [--phase N] - the Open OnDemand service on booted "VMs": storage, portal and
+# two workers as systemd-nspawn containers of the ood package layer
+# (image-build/install-appliance.sh --role-packages ood + one-hpc's .deb), each with its own
+# /context/context.sh and token, in a OneFlow service of the OneGate simulator (10.78.0.1:5030
+# on the lab bridge; one NIC per VM, ETH0 = the compute network).
+#
+# NFS in containers: kernel NFS cannot be served from a container, so the storage role, seeing
+# /run/systemd/container, writes its exports but starts no nfs-server. The NFS transport is
+# stood in by one host directory, $BOOTLAB_DIR/nfs, bound at /export in the storage container
+# (the role creates home, slurm and software in it) and at /lab/nfs in the portal and the
+# workers. Their roles write the usual mount units (home.mount, opt-software.mount and, on the
+# portal, var-lib-one\x2dhpc-portal\x2dstate.mount); a lab drop-in, placed before the first
+# boot, makes each a bind mount of /lab/nfs/<home|slurm|software> instead of an NFS mount.
+#
+# Phases, on one service (the issue's "Done when"):
+#   0  setup; the storage VM comes up READY in its container (exports written, no nfs-server).
+#   1  portal + 2 workers come up: all READY; the same uid for alice everywhere; after
+#      `one-hpc home-create alice` on the portal, a job of alice runs on both workers and
+#      writes into /home/alice (seen in the shared directory).
+#   2  portal reboot with one job RUNNING and one PENDING: both kept (ids, states), the running
+#      one not restarted (same StartTime, same sleep process on its worker).
+#   3  portal replaced (accounting dumped, old portal killed hard, a new VM with a new id and
+#      address in role portal): READY; same munge key; same queue; accounting restored; the
+#      workers follow the new address (sinfo: both responding); a new job runs; the storage
+#      refresher exports to the new portal address.
+#   4  a worker killed hard (SIGKILL of its PID 1, terminated in OneGate) is reconciled away
+#      (drained "removed from OneFlow service" or deleted) on the portal.
+#
+# --phase N (or LAB_OOD_PHASE=N): stop after phase N (0-4; default 4, everything).
+# Test-only drop-ins (placed before boot): oneslurm-reconcile.timer every 3 s on the portal,
+# one-hpc-follow-portal.timer every 3 s on the workers, DefaultTimeoutStopSec=15s everywhere.
+#
+# Exit status: 0 all checks passed, 1 a check failed, 77 skipped (not root, or the host lacks
+# what systemd-nspawn needs). Environment: as lab_lifecycle_test.sh (BOOTLAB_CACHE, ONEHPC_DEB,
+# ONEHPC_SIM, ONEHPC_SOURCE_DIR, ONEHPC_BINARY_DIR, LAB_TIMEOUT).
+
+# bl_cleanup and bl_rootfs take optional flags the test never passes; most helpers are called
+# through check and wait_for (SC2317).
+# shellcheck disable=SC2119,SC2317
+set -uo pipefail
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+SRC=${ONEHPC_SOURCE_DIR:-$(cd "$HERE/../.." && pwd)}
+BIN_DIR=${ONEHPC_BINARY_DIR:-$SRC/build}
+STOP_AFTER=${LAB_OOD_PHASE:-4}
+case ${1:-} in
+    --phase) STOP_AFTER=${2:-}; shift 2 || true;;
+    --phase=*) STOP_AFTER=${1#*=};;
+    "") ;;
+    *) echo "usage: $0 [--phase 0-4]" >&2; exit 2;;
+esac
+case $STOP_AFTER in [0-4]) ;; *) echo "usage: $0 [--phase 0-4]" >&2; exit 2;; esac
+
+if [ "$(id -u)" != 0 ]; then
+    echo "SKIPPED: the lab boots containers and needs root (run it with sudo)"; exit 77
+fi
+OWN_LAB_DIR=yes; [ -n "${BOOTLAB_DIR:-}" ] && OWN_LAB_DIR=no
+# shellcheck source-path=SCRIPTDIR source=bootlab.sh
+. "$HERE/bootlab.sh"
+# shellcheck source-path=SCRIPTDIR source=lab_lib.sh
+. "$HERE/lab_lib.sh"
+if ! bl_host_check; then
+    [ "$OWN_LAB_DIR" = yes ] && rmdir "$BOOTLAB_DIR"
+    echo "SKIPPED: this host cannot run the lab (see above)"; exit 77
+fi
+bl_host_setup
+
+T_START=$(_bl_now)
+say() { echo "$(printf '[%6.1fs]' "$(_bl_dt "$T_START" "$(_bl_now)")") $*"; }
+step() { echo; say "=== $*"; }
+lab_arm lab_ood_test
+echo "lab directory: $BOOTLAB_DIR   cache: $BOOTLAB_CACHE   phases: 0-$STOP_AFTER"
+
+# The shared directory standing in for the storage VM's NFS exports (see the header).
+NFS_DIR=$BOOTLAB_DIR/nfs
+PORTAL_STATE=/var/lib/one-hpc/portal-state
+USERS="alice:alicepass1 bob:bobpass12:20001"
+PROXY_URL=http://$BOOTLAB_NET.1:3128
+
+# ---- polling -------------------------------------------------------------------------------
+
+# wait_for TIMEOUT COMMAND... : poll COMMAND every 0.2 s until it succeeds; sets WAITED to the
+# seconds it took. Returns 1 on timeout.
+WAITED=0
+wait_for() {
+    local timeout=$1 t0 end; shift
+    t0=$(_bl_now); end=$(( $(date +%s) + timeout ))
+    while :; do
+        if "$@" >/dev/null 2>&1; then WAITED=$(_bl_dt "$t0" "$(_bl_now)"); return 0; fi
+        [ "$(date +%s)" -lt "$end" ] || break
+        sleep 0.2
+    done
+    WAITED=$(_bl_dt "$t0" "$(_bl_now)"); return 1
+}
+
+# ---- the OneGate simulator -----------------------------------------------------------------
+
+SIM_URL="http://$BOOTLAB_NET.1:5030"
+sim() {   # sim METHOD PATH [JSON]
+    local -a data=()
+    [ $# -ge 3 ] && data=(-H 'Content-Type: application/json' --data "$3")
+    curl -sS --fail-with-body --max-time 5 -X "$1" "${data[@]}" "$SIM_URL$2"
+}
+start_sim() {
+    local bin=${ONEHPC_SIM:-$BIN_DIR/tests/onegate-sim}
+    [ -x "$bin" ] || { echo "no onegate-sim at $bin (build the onegate-sim target)"; return 1; }
+    "$bin" --listen "$BOOTLAB_NET.1:5030" --operator-api > "$BOOTLAB_DIR/logs/onegate-sim.log" 2>&1 8>&- &
+    SIM_PID=$!
+    wait_for 10 sim GET /_sim/health ||
+        { echo "onegate-sim did not start:"; cat "$BOOTLAB_DIR/logs/onegate-sim.log"; return 1; }
+}
+# USER_TEMPLATE attribute of a VM as OneGate holds it ("" when unset).
+sim_attr() { sim GET "/_sim/vms/$1" | jq -r --arg a "$2" '.vm.USER_TEMPLATE[$a] // empty'; }
+
+# ---- VMs -----------------------------------------------------------------------------------
+
+declare -A VMID=() IP=()
+SERVICE=""
+NEXT_IP=10
+# The mount units the portal and worker roles write, and what the lab binds there instead of
+# NFS (the directory under /lab/nfs, i.e. under $NFS_DIR on the host).
+declare -A LAB_MOUNTS=(
+    ['home.mount']=home
+    ['opt-software.mount']=software
+    ['var-lib-one\x2dhpc-portal\x2dstate.mount']=slurm
+)
+
+# new_vm NAME ROLE [CONTEXT_VAR=value...] : a VM of the OneFlow role ROLE in the service
+# (OneGate simulator) and its container clone with an OpenNebula context; not booted. The
+# storage VM gets $NFS_DIR at /export; the others at /lab/nfs, with the bind drop-ins.
+new_vm() {
+    local name=$1 role=$2 ip r id token unit; shift 2
+    NEXT_IP=$((NEXT_IP + 1)); ip=$BOOTLAB_NET.$NEXT_IP
+    r=$(sim POST /_sim/vms "{\"service_id\":$SERVICE,\"role\":\"$role\",\"name\":\"${role}_$name\",
+        \"nics\":[{\"ip\":\"$ip\",\"mac\":\"$(bl_mac "$ip")\",\"network\":\"bootlab\",\"network_id\":\"0\"}]}") ||
+        { echo "cannot add a VM to the service: $r"; return 1; }
+    id=$(jq -r .id <<< "$r"); token=$(jq -r .token <<< "$r")
+    VMID[$name]=$id IP[$name]=$ip
+    BOOTLAB_LAYERS=$LAB_LAYERS bl_clone "$name" "$ip/24" >/dev/null || return 1
+    bl_context_token "$name" "$token"
+    bl_context "$name" "DISK_ID=1" "ETH0_IP=$ip" "ETH0_MASK=255.255.255.0" \
+        "ETH0_NETWORK=$BOOTLAB_NET.0" "ETH0_MAC=$(bl_mac "$ip")" "NETWORK=YES" "TARGET=hdb" \
+        "ONEGATE_ENDPOINT=$SIM_URL" "TOKEN=YES" "VMID=$id" "REPORT_READY=YES" "$@" || return 1
+    # A job step left running must not hold a poweroff for 90 s (boot-lab.md section 13).
+    printf '[Manager]\nDefaultTimeoutStopSec=15s\n' |
+        bl_put "$name" /etc/systemd/system.conf.d/10-lab-stop-timeout.conf
+    if [ "$role" = storage ]; then
+        bl_bind "$name" "$NFS_DIR:/export"
+        return 0
+    fi
+    bl_bind "$name" "$NFS_DIR:/lab/nfs"
+    for unit in "${!LAB_MOUNTS[@]}"; do
+        bl_dropin "$name" "$unit" lab-bind \
+            "$(printf '[Mount]\nWhat=/lab/nfs/%s\nType=none\nOptions=bind' "${LAB_MOUNTS[$unit]}")"
+    done
+    # Test cadence for the timers a phase waits for. OnActiveSec= (from the timer's start by
+    # configure) and OnUnitActiveSec= (from the service's last run) replace the shipped values.
+    local fast
+    fast=$(printf '[Timer]\nOnBootSec=\nOnActiveSec=\nOnUnitActiveSec=\nOnActiveSec=2s\nOnUnitActiveSec=3s\nAccuracySec=100ms')
+    case $role in
+        portal) bl_dropin "$name" oneslurm-reconcile.timer lab-fast "$fast";;
+        worker) bl_dropin "$name" one-hpc-follow-portal.timer lab-fast "$fast";;
+    esac
+}
+node() { echo "ood-worker-${VMID[$1]}"; }
+PORTAL=portal          # the container that is the portal now (phase 3 replaces it)
+P() { bl_exec "$PORTAL" "$@"; }
+as_alice() { P runuser -u alice -- "$@"; }
+# submit SBATCH_OPTIONS... : sbatch as alice in her home; prints the job id (stderr to a log).
+submit() {
+    as_alice sbatch --parsable -D /home/alice -o /dev/null "$@" 2>> "$BOOTLAB_DIR/logs/sbatch.err"
+}
+is_id() {
+    local a
+    for a in "$@"; do
+        case $a in ''|*[!0-9]*) echo "        not a job id: '$a' ($(tail -n 2 "$BOOTLAB_DIR/logs/sbatch.err" 2>/dev/null))"; return 1;; esac
+    done
+}
+
+# The one-hpc-configure unit has finished (active or failed).
+configured() {
+    local s
+    s=$(bl_exec "$1" systemctl show -p ActiveState --value one-hpc-configure.service 2>/dev/null)
+    [ "$s" = active ] || [ "$s" = failed ]
+}
+configure_result() { bl_exec "$1" systemctl show -p Result --value one-hpc-configure.service; }
+ready() { [ "$(sim_attr "${VMID[$1]}" READY)" = YES ]; }
+show_configure_log() {
+    echo "  --- $1: one-hpc-configure (last $2 lines)"
+    bl_journal "$1" -u one-hpc-configure.service -o cat | tail -n "$2" | sed 's/^/  | /'
+}
+# boot_vms TIMEOUT NAME... : boot together, wait until each finished one-hpc-configure.
+boot_vms() {
+    local timeout=$1 n out; shift
+    for n in "$@"; do bl_boot "$n" || return 1; done
+    for n in "$@"; do
+        out=$(bl_wait_running "$n" 120)
+        case $? in 0|3) ;; *) echo "  $out"; tail -n 30 "$BOOTLAB_DIR/logs/$n.console"; return 1;; esac
+        if ! wait_for "$timeout" configured "$n"; then
+            echo "  $n: one-hpc-configure still running after ${timeout}s"
+            show_configure_log "$n" 20
+            return 1
+        fi
+    done
+}
+# configured_ok NAME... : checks "configure succeeded" and "READY" for each; logs on failure.
+configured_ok() {
+    local n rc=0
+    for n in "$@"; do
+        check "$n: one-hpc-configure succeeded" eq "$(configure_result "$n")" success ||
+            { show_configure_log "$n" 40; rc=1; continue; }
+        wait_for 20 ready "$n"
+        check "$n: READY=YES in OneGate" ready "$n" || rc=1
+    done
+    return $rc
+}
+ne() { [ "$1" != "$2" ] || { echo "        got '$1'"; return 1; }; }
+pw_hashed() { case $1 in '$'*) return 0;; esac; echo "        shadow field '$1'"; return 1; }
+pw_locked() { case $1 in '!'*|'*'*) return 0;; esac; echo "        shadow field '${1:0:4}...'"; return 1; }
+unit_active() { [ "$(bl_exec "$1" systemctl is-active "$2")" = active ]; }
+unit_enabled() { [ "$(bl_exec "$1" systemctl is-enabled "$2")" = enabled ]; }
+# A file in a container: its sha256 ("" when missing).
+sha_in() { bl_exec "$1" sha256sum "$2" 2>/dev/null | cut -d' ' -f1; }
+# The first timer run can be before configure started the timer's chain: run the service once
+# by hand when the timer never triggered (lab_lifecycle_test.sh phase 3 saw the same).
+kick_timer() {   # kick_timer NAME TIMER SERVICE
+    [ "$(bl_exec "$1" systemctl show -p LastTriggerUSecMonotonic --value "$2")" = 0 ] || return 0
+    bl_exec "$1" systemctl start --no-block "$3"
+}
+
+# ---- Slurm views (from the portal) ---------------------------------------------------------
+
+sinfo_nodes() { P sinfo -h -N -o '%N %t' | sort -u; }
+node_state() { P sinfo -h -N -n "$1" -o '%t' 2>/dev/null | head -1; }
+registered() { P scontrol -o show node "$1" 2>/dev/null | grep -q "^NodeName=$1 "; }
+not_registered() { ! registered "$1"; }
+node_reason() { P scontrol show node "$1" 2>/dev/null | sed -n 's/^ *Reason=\(.*\) \[.*/\1/p'; }
+print_sinfo() { P sinfo -N -o '%N %6t %10T %E' | sed 's/^/    | /'; }
+slurmctld_up() { P scontrol ping | grep -q 'is UP'; }
+# Both workers registered and responding (no '*' after the state) in one of STATES.
+workers_are() {   # workers_are REGEX
+    local n s
+    for n in w1 w2; do
+        s=$(node_state "$(node "$n")")
+        [[ $s =~ ^($1)$ ]] || return 1
+    done
+}
+job_field() { P scontrol -o show job "$1" 2>/dev/null | tr ' ' '\n' | sed -n "s/^$2=//p" | head -1; }
+job_state() { P squeue -h -j "$1" -o '%T' 2>/dev/null; }
+job_state_is() { [ "$(job_state "$1")" = "$2" ]; }
+in_sacct() { P sacct -n -X -j "$1" -o JobID 2>/dev/null | grep -qw "$1"; }
+# The node a running job is on, and the PID of its `sleep` there (proof it was not restarted).
+sleep_pid_on() { bl_exec "$1" pgrep -x -f "sleep $2" | head -1; }
+
+# ---- phases ----------------------------------------------------------------------------------
+
+setup() {
+    local t0
+    step "setup: rootfs, ood package layers, bridge, OneGate simulator, shared NFS directory"
+    find_product || return 1
+    t0=$(_bl_now); bl_rootfs || return 1
+    timing "rootfs ($BL_ROOTFS_RESULT)" "$(_bl_dt "$t0" "$(_bl_now)")"
+    build_layers ood || return 1
+    bl_bridge_up || return
+    start_sim || return 1
+    SERVICE=$(sim POST /_sim/services '{"name":"Open OnDemand","roles":[
+        {"name":"storage","cardinality":1,"cooldown_ms":0},
+        {"name":"portal","cardinality":1,"parents":["storage"],"cooldown_ms":0},
+        {"name":"worker","cardinality":2,"parents":["portal"],"cooldown_ms":0}]}' | jq -r .id)
+    if [ -z "$SERVICE" ] || [ "$SERVICE" = null ]; then echo "cannot create the service"; return 1; fi
+    mkdir -p "$NFS_DIR"
+    say "OneGate simulator on $SIM_URL, service $SERVICE (roles storage, portal, worker); NFS stand-in $NFS_DIR"
+}
+
+phase0_storage() {
+    local t0 exports
+    step "0. the storage VM comes up in its container (no disk, no nfs-server, exports written)"
+    t0=$(_bl_now)
+    new_vm sto storage ONEAPP_ROLE=storage ONEAPP_SOFTWARE_PROXY_ENABLED=YES \
+        "ONEAPP_SOFTWARE_PROXY_URL=$PROXY_URL" || return 1
+    say "storage VM ${VMID[sto]} (${IP[sto]})"
+    boot_vms 120 sto || return 1
+    configured_ok sto || return 1
+    timing "0: storage booted + configured" "$(_bl_dt "$t0" "$(_bl_now)")"
+    check "storage: systemd says it runs in a container" eq "$(bl_exec sto systemd-detect-virt -c)" systemd-nspawn
+    local d
+    for d in home slurm software; do
+        check "storage: /export/$d created, seen in the shared directory" test -d "$NFS_DIR/$d"
+    done
+    exports=$(bl_exec sto cat /etc/exports.d/one-hpc.exports)
+    check "storage: exports file written for the compute network" \
+        contains "$exports" "/export/home $BOOTLAB_NET.0/24("
+    check "storage: /export/software exported to the compute network" \
+        contains "$exports" "/export/software $BOOTLAB_NET.0/24("
+    check "storage: nfs-server not started" ne "$(bl_exec sto systemctl is-active nfs-server.service)" active
+    check "storage: nfs-server not enabled" ne "$(bl_exec sto systemctl is-enabled nfs-server.service 2>/dev/null)" enabled
+    check "storage: configure logged why (bind mounts stand in)" \
+        contains "$(bl_journal sto -u one-hpc-configure.service -o cat)" "in a container the NFS transport is stood in by bind mounts"
+    check "storage: no block device was looked at" \
+        contains "$(bl_journal sto -u one-hpc-configure.service -o cat)" "no block device is looked at"
+    check "storage: squid not enabled (site proxy $PROXY_URL)" \
+        ne "$(bl_exec sto systemctl is-enabled squid.service 2>/dev/null)" enabled
+    check "storage: exports refresher timer active" unit_active sto one-hpc-exports-refresh.timer
+}
+
+phase1_up() {
+    local t0 n out uid_p uid_w
+    step "1. portal + 2 workers come up; alice's job runs on both workers and writes her home"
+    t0=$(_bl_now)
+    new_vm portal portal ONEAPP_ROLE=portal "ONEAPP_NFS_HOST=${IP[sto]}" \
+        "ONEAPP_AUTH_LOCAL_USERS=$USERS" || return 1
+    for n in w1 w2; do
+        new_vm "$n" worker ONEAPP_ROLE=ood-worker "ONEAPP_NFS_HOST=${IP[sto]}" \
+            "ONEAPP_AUTH_LOCAL_USERS=$USERS" || return 1
+    done
+    say "VMs: portal ${VMID[portal]} (${IP[portal]}), workers ${VMID[w1]} (${IP[w1]}), ${VMID[w2]} (${IP[w2]})"
+    boot_vms 300 portal w1 w2 || return 1
+    configured_ok portal w1 w2 || return 1
+    timing "1: portal + 2 workers booted + configured" "$(_bl_dt "$t0" "$(_bl_now)")"
+
+    # The portal: name, mounts (through the lab's bind drop-ins), published attributes.
+    check "portal: host name ood-portal" eq "$(P hostname)" ood-portal
+    local unit
+    for unit in home.mount 'var-lib-one\x2dhpc-portal\x2dstate.mount' opt-software.mount; do
+        check "portal: $unit active" unit_active portal "$unit"
+        check "portal: $unit uses the lab drop-in" \
+            contains "$(P systemctl show -p DropInPaths --value "$unit")" lab-bind.conf
+    done
+    date +%s.%N > "$NFS_DIR/home/.lab-probe"
+    check "portal: /home is the shared home directory" eq "$(P cat /home/.lab-probe)" "$(cat "$NFS_DIR/home/.lab-probe")"
+    check "portal: $PORTAL_STATE is the shared slurm directory" test -d "$NFS_DIR/slurm/state"
+    check "portal: published SLURM_CONTROLLER_ADDR=${IP[portal]}" \
+        eq "$(sim_attr "${VMID[portal]}" SLURM_CONTROLLER_ADDR)" "${IP[portal]}"
+    check "portal: published SLURM_CONTROLLER_HOST=ood-portal" \
+        eq "$(sim_attr "${VMID[portal]}" SLURM_CONTROLLER_HOST)" ood-portal
+    check "portal: published SLURM_MUNGE_KEY_BASE64" test -n "$(sim_attr "${VMID[portal]}" SLURM_MUNGE_KEY_BASE64)"
+    check "portal: published OOD_USERS (alice)" contains "$(sim_attr "${VMID[portal]}" OOD_USERS)" alice
+    check "portal: StateSaveLocation=$PORTAL_STATE/state" \
+        eq "$(P sed -n 's/^StateSaveLocation=//p' /etc/slurm/slurm.conf)" "$PORTAL_STATE/state"
+    check "portal: munge key kept in $PORTAL_STATE/munge.key (same bytes as /etc/munge/munge.key)" \
+        eq "$(sha256sum < "$NFS_DIR/slurm/munge.key" | cut -d' ' -f1)" "$(sha_in portal /etc/munge/munge.key)"
+    check "portal: one-hpc-accounting-dump.timer enabled" unit_enabled portal one-hpc-accounting-dump.timer
+    check "portal: slurmdbd active" unit_active portal slurmdbd.service
+    check "portal: oneslurm-reconcile.timer active" unit_active portal oneslurm-reconcile.timer
+    wait_for 45 exports_name "${IP[portal]}"
+    check "storage refresher: exports name the portal ${IP[portal]} (${WAITED}s)" exports_name "${IP[portal]}"
+    kick_timer portal oneslurm-reconcile.timer oneslurm-reconcile.service
+
+    # Accounts: the same uid on the portal and the workers; passwords on the portal only.
+    uid_p=$(P getent passwd alice | cut -d: -f3)
+    check "portal: alice has an automatic uid >= 10001 ($uid_p)" test "${uid_p:-0}" -ge 10001
+    check "portal: bob has uid 20001" eq "$(P getent passwd bob | cut -d: -f3)" 20001
+    check "portal: alice has a password" pw_hashed "$(P getent shadow alice | cut -d: -f2)"
+    for n in w1 w2; do
+        uid_w=$(bl_exec "$n" getent passwd alice | cut -d: -f3)
+        check "$n: alice has the portal's uid ($uid_p)" eq "$uid_w" "$uid_p"
+        check "$n: bob has uid 20001" eq "$(bl_exec "$n" getent passwd bob | cut -d: -f3)" 20001
+        check "$n: alice's password is locked" pw_locked "$(bl_exec "$n" getent shadow alice | cut -d: -f2)"
+        check "$n: home.mount active" unit_active "$n" home.mount
+        check "$n: opt-software.mount active" unit_active "$n" opt-software.mount
+        check "$n: /home is the shared home directory" eq "$(bl_exec "$n" cat /home/.lab-probe)" \
+            "$(cat "$NFS_DIR/home/.lab-probe")"
+        check "$n: one-hpc-follow-portal.timer active" unit_active "$n" one-hpc-follow-portal.timer
+        check "$n: oneslurm-self-drain.service active" unit_active "$n" oneslurm-self-drain.service
+        kick_timer "$n" one-hpc-follow-portal.timer one-hpc-follow-portal.service
+    done
+
+    # Slurm: both workers idle under their names.
+    wait_for 60 workers_are idle
+    check "sinfo: $(node w1) and $(node w2) idle (${WAITED}s)" workers_are idle || print_sinfo
+
+    # First login: the home, then a job of alice on both workers writing into it.
+    check "portal: one-hpc home-create alice" P one-hpc home-create alice
+    check "/home/alice is alice's (shared directory)" eq "$(stat -c %u "$NFS_DIR/home/alice" 2>/dev/null)" "$uid_p"
+    # shellcheck disable=SC2016  # expanded by the job's shell
+    out=$(as_alice timeout 90 srun -N2 -D /home/alice bash -c 'id -un; hostname > "lab-$SLURMD_NODENAME"' 2>&1)
+    check "srun -N2 as alice runs as alice on both workers" eq "$(sort <<< "$out" | paste -sd' ')" "alice alice"
+    for n in w1 w2; do
+        check "the job wrote /home/alice/lab-$(node "$n") (owner alice, in the shared directory)" \
+            eq "$(stat -c %u "$NFS_DIR/home/alice/lab-$(node "$n")" 2>/dev/null)" "$uid_p"
+    done
+    print_sinfo
+}
+
+JOB_RUN="" JOB_PEND="" RUN_NODE="" RUN_START="" RUN_SLEEP=""
+phase2_reboot() {
+    local t0 w="" n
+    step "2. portal reboot with one job RUNNING and one PENDING"
+    JOB_RUN=$(submit -J lab-run --wrap 'sleep 600')
+    JOB_PEND=$(submit -J lab-pend --begin=now+1hour --wrap true)
+    say "jobs: $JOB_RUN (sleep 600), $JOB_PEND (--begin=now+1hour)"
+    check "two jobs submitted as alice" is_id "$JOB_RUN" "$JOB_PEND" || return 1
+    wait_for 30 job_state_is "$JOB_RUN" RUNNING
+    check "job $JOB_RUN RUNNING" job_state_is "$JOB_RUN" RUNNING || return 1
+    check "job $JOB_PEND PENDING" job_state_is "$JOB_PEND" PENDING
+    RUN_NODE=$(P squeue -h -j "$JOB_RUN" -o '%N') RUN_START=$(job_field "$JOB_RUN" StartTime)
+    for n in w1 w2; do [ "$(node "$n")" = "$RUN_NODE" ] && w=$n; done
+    wait_for 10 sleep_pid_on "$w" 600
+    RUN_SLEEP=$(sleep_pid_on "$w" 600)
+    say "job $JOB_RUN runs on $RUN_NODE ($w) since $RUN_START, sleep PID $RUN_SLEEP there"
+    t0=$(_bl_now)
+    bl_reboot portal 60 || return 1
+    bl_wait_running portal 120 >/dev/null
+    wait_for 180 configured portal
+    configured_ok portal || return 1
+    wait_for 30 slurmctld_up
+    check "slurmctld answers after the reboot" slurmctld_up
+    timing "2: portal reboot + configure" "$(_bl_dt "$t0" "$(_bl_now)")"
+    check "job $JOB_RUN still RUNNING" job_state_is "$JOB_RUN" RUNNING
+    check "job $JOB_PEND still PENDING" job_state_is "$JOB_PEND" PENDING
+    check "job $JOB_RUN not restarted: same StartTime" eq "$(job_field "$JOB_RUN" StartTime)" "$RUN_START"
+    check "job $JOB_RUN not restarted: Restarts=0" eq "$(job_field "$JOB_RUN" Restarts)" 0
+    check "job $JOB_RUN not restarted: same sleep process on $RUN_NODE" eq "$(sleep_pid_on "$w" 600)" "$RUN_SLEEP"
+    wait_for 60 workers_are 'idle|mix|alloc'
+    check "both workers responding after the reboot" workers_are 'idle|mix|alloc' || print_sinfo
+}
+
+phase3_replace() {
+    local t0 job_done key_before dumps_before old n other
+    step "3. portal replaced: new VM, new address; key, queue and accounting kept; workers follow"
+    job_done=$(submit --wait -J lab-done --wrap true | head -1)
+    check "a job of alice ran to its end ($job_done)" is_id "$job_done" || return 1
+    wait_for 30 in_sacct "$job_done"
+    check "finished job $job_done in the old portal's accounting" in_sacct "$job_done"
+    dumps_before=$(find "$NFS_DIR/slurm/accounting" -type f 2>/dev/null | wc -l)
+    check "old portal: accounting dump by hand" P systemctl start one-hpc-accounting-dump.service
+    check "a new dump in $PORTAL_STATE/accounting" \
+        test "$(find "$NFS_DIR/slurm/accounting" -type f 2>/dev/null | wc -l)" -gt "$dumps_before"
+    key_before=$(sha256sum < "$NFS_DIR/slurm/munge.key" | cut -d' ' -f1)
+
+    old=$PORTAL
+    say "SIGKILL to the PID 1 of $old (VM ${VMID[$old]}); terminated in OneGate"
+    kill -KILL "$(bl_leader "$old")"
+    bl_wait_exit "$old" 30 >/dev/null
+    sim POST "/_sim/vms/${VMID[$old]}/terminate" '{"hard":true}' >/dev/null
+    t0=$(_bl_now)
+    sim POST "/_sim/services/$SERVICE/scale" '{"role":"portal","cardinality":1}' >/dev/null
+    new_vm portal2 portal ONEAPP_ROLE=portal "ONEAPP_NFS_HOST=${IP[sto]}" \
+        "ONEAPP_AUTH_LOCAL_USERS=$USERS" || return 1
+    PORTAL=portal2
+    say "new portal VM ${VMID[portal2]} (${IP[portal2]})"
+    boot_vms 300 portal2 || return 1
+    configured_ok portal2 || return 1
+    timing "3: new portal booted + configured" "$(_bl_dt "$t0" "$(_bl_now)")"
+    kick_timer portal2 oneslurm-reconcile.timer oneslurm-reconcile.service
+    check "new portal: host name ood-portal" eq "$(P hostname)" ood-portal
+    check "new portal: published SLURM_CONTROLLER_ADDR=${IP[portal2]}" \
+        eq "$(sim_attr "${VMID[portal2]}" SLURM_CONTROLLER_ADDR)" "${IP[portal2]}"
+    check "same munge key bytes (kept in $PORTAL_STATE)" eq "$(sha_in portal2 /etc/munge/munge.key)" "$key_before"
+    wait_for 30 slurmctld_up
+    check "new portal: job $JOB_RUN RUNNING" job_state_is "$JOB_RUN" RUNNING
+    check "new portal: job $JOB_PEND PENDING" job_state_is "$JOB_PEND" PENDING
+    wait_for 30 in_sacct "$job_done"
+    check "new portal: sacct -j $job_done (finished before the replacement)" in_sacct "$job_done"
+    t0=$(_bl_now)
+    wait_for 90 workers_are 'idle|mix|alloc'
+    check "workers follow the new portal: both responding in sinfo (${WAITED}s)" workers_are 'idle|mix|alloc' ||
+        { print_sinfo; for n in w1 w2; do bl_journal "$n" -u one-hpc-follow-portal.service -o cat | tail -n 5 | sed "s/^/    $n | /"; done; }
+    timing "3: workers follow the new portal" "$(_bl_dt "$t0" "$(_bl_now)")"
+    other=w1; [ "$(node w1)" = "$RUN_NODE" ] && other=w2
+    check "a new job of alice runs on $(node "$other")" \
+        eq "$(as_alice timeout 90 srun -N1 -w "$(node "$other")" -D /home/alice id -un 2>&1)" alice
+    wait_for 45 exports_name "${IP[portal2]}"
+    check "storage refresher: exports name the new portal ${IP[portal2]} (${WAITED}s)" \
+        contains "$(bl_exec sto cat /etc/exports.d/one-hpc.exports)" "${IP[portal2]}("
+    print_sinfo
+}
+
+exports_name() { bl_exec sto grep -qF "$1(" /etc/exports.d/one-hpc.exports; }
+reconciled_away() {
+    not_registered "$1" ||
+        { [ "$(node_reason "$1")" = "removed from OneFlow service" ] && node_state "$1" | grep -q 'drain\|drng'; }
+}
+phase4_worker_killed() {
+    local victim=w2 vnode t0
+    [ "$(node w1)" = "$RUN_NODE" ] || victim=w1
+    vnode=$(node "$victim")
+    step "4. a worker killed hard: $victim ($vnode) is reconciled away on the portal"
+    kill -KILL "$(bl_leader "$victim")"
+    bl_wait_exit "$victim" 30 >/dev/null
+    sim POST "/_sim/vms/${VMID[$victim]}/terminate" '{"hard":true}' >/dev/null
+    t0=$(_bl_now)
+    wait_for 60 reconciled_away "$vnode"
+    check "$vnode drained ('removed from OneFlow service') or deleted (${WAITED}s)" reconciled_away "$vnode" ||
+        P journalctl -u oneslurm-reconcile.service -o short-monotonic --no-pager | tail -n 20 | sed 's/^/    | /'
+    timing "4: kill -> reconciled away" "$(_bl_dt "$t0" "$(_bl_now)")"
+    print_sinfo
+}
+
+scenario() {
+    setup || return 1
+    phase0_storage || return 1
+    [ "$STOP_AFTER" -ge 1 ] || return 0
+    phase1_up || return 1
+    [ "$STOP_AFTER" -ge 2 ] || return 0
+    phase2_reboot || return 1
+    [ "$STOP_AFTER" -ge 3 ] || return 0
+    phase3_replace || return 1
+    [ "$STOP_AFTER" -ge 4 ] || return 0
+    phase4_worker_killed || return 1
+}
+
+scenario; rc=$?
+[ "$rc" = 0 ] || { echo "  FAIL  scenario stopped early (status $rc, see above)"; FAIL=$((FAIL + 1)); }
+step "clean-up"
+if [ "$FAIL" != 0 ]; then   # the journals go with the clones: keep them for the post-mortem
+    for f in "$BOOTLAB_DIR"/run/*.pid; do
+        [ -e "$f" ] || continue
+        n=$(basename "$f" .pid)
+        bl_journal "$n" -o short-monotonic > "$BOOTLAB_DIR/logs/$n.journal" 2>&1
+    done
+fi
+# No job may hold a poweroff; then workers first (their self-drain reaches the portal).
+if bl_running "$PORTAL"; then P scancel --user=alice >/dev/null 2>&1; fi
+for f in "$BOOTLAB_DIR"/run/*.pid; do
+    [ -e "$f" ] || continue
+    n=$(basename "$f" .pid)
+    case $n in w*) bl_poweroff "$n" 60 >/dev/null || true;; esac
+done
+sim_stop
+bl_cleanup
+left=$(bl_leftovers)
+check "clean-up left nothing (mounts, cgroups, bridge)" eq "$left" ""
+timing "total" "$(_bl_dt "$T_START" "$(_bl_now)")"
+print_timings; TIMINGS=()
+echo "== $PASS passed, $FAIL failed"
+if [ "$FAIL" = 0 ]; then
+    [ "$OWN_LAB_DIR" = yes ] && rm -rf "$BOOTLAB_DIR"
+    exit 0
+fi
+echo "logs: $BOOTLAB_DIR/logs"
+exit 1
