@@ -200,10 +200,10 @@ TEST(OodSettingsTest, LocalUsersAreASecretSettingEverywhere) {
     if (spec.name != kLocalUsersVar) continue;
     found = true;
     EXPECT_TRUE(spec.secret);
-    EXPECT_EQ(spec.roles, std::vector<std::string>{"portal"});
+    EXPECT_EQ(spec.roles, (std::vector<std::string>{"portal", "ood-worker"}));
   }
   EXPECT_TRUE(found);
-  ContextVars vars = {{kLocalUsersVar, "alice:Wonderland-42"}};
+  ContextVars vars = {{kLocalUsersVar, "alice:Wonderland-42"}, {kNfsHost, "10.0.1.5"}};
   auto settings = Settings::Resolve(PortalSettings(), vars);
   ASSERT_TRUE(settings) << settings.error().message;
   EXPECT_EQ(settings->ToJson(false)[kLocalUsersVar]["value"], "********");
@@ -221,7 +221,7 @@ TEST(OodSettingsTest, SiteSlurmSettingsAreValidated) {
   for (const char* name : {kSiteSlurmHost, kSiteSlurmCluster, kSiteSlurmTitle, kPortalHostName}) {
     EXPECT_THAT(settings.error().message, HasSubstr(name));
   }
-  vars = {{kSiteSlurmEnabled, "yes"}, {kSiteSlurmHost, "10.0.0.5"},
+  vars = {{kSiteSlurmEnabled, "yes"}, {kSiteSlurmHost, "10.0.0.5"}, {kNfsHost, "10.0.1.5"},
           {kSiteSlurmTitle, "HPC \"Big\": cluster #1"}};
   settings = Settings::Resolve(PortalSettings(), vars);
   ASSERT_TRUE(settings) << settings.error().message;

@@ -150,14 +150,15 @@ TEST(OodYamlTest, HostileHostsAndIdsAreRefused) {
 TEST(OodYamlTest, ClustersFromSettings) {
   ClusterYamlInput own;
   own.title = "Open OnDemand";
-  auto off = Settings::Resolve(PortalSettings(), {});
+  auto off = Settings::Resolve(PortalSettings(), {{kNfsHost, "10.0.1.5"}});
   ASSERT_TRUE(off);
   auto clusters = ClustersFromSettings(*off, own);
   ASSERT_TRUE(clusters);
   ASSERT_EQ(clusters->size(), 1u);
   EXPECT_EQ((*clusters)[0].id, "ood");
 
-  auto missing = Settings::Resolve(PortalSettings(), {{kSiteSlurmEnabled, "YES"}});
+  auto missing =
+      Settings::Resolve(PortalSettings(), {{kSiteSlurmEnabled, "YES"}, {kNfsHost, "10.0.1.5"}});
   ASSERT_TRUE(missing);
   auto error = ClustersFromSettings(*missing, own);
   ASSERT_FALSE(error);
@@ -165,13 +166,15 @@ TEST(OodYamlTest, ClustersFromSettings) {
 
   auto clash = Settings::Resolve(PortalSettings(), {{kSiteSlurmEnabled, "YES"},
                                                     {kSiteSlurmHost, "login1"},
-                                                    {kSiteSlurmCluster, "ood"}});
+                                                    {kSiteSlurmCluster, "ood"},
+                                                    {kNfsHost, "10.0.1.5"}});
   ASSERT_TRUE(clash);
   EXPECT_FALSE(ClustersFromSettings(*clash, own));
 
   auto on = Settings::Resolve(PortalSettings(), {{kSiteSlurmEnabled, "on"},
                                                  {kSiteSlurmHost, "login.hpc.example.org"},
-                                                 {kSiteSlurmTitle, "HPC: \"big\" #1"}});
+                                                 {kSiteSlurmTitle, "HPC: \"big\" #1"},
+                                                 {kNfsHost, "10.0.1.5"}});
   ASSERT_TRUE(on) << on.error().message;
   clusters = ClustersFromSettings(*on, own);
   ASSERT_TRUE(clusters);
