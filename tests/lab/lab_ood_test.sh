@@ -374,7 +374,7 @@ phase1_up() {
     check "portal: one-hpc home-create alice" P one-hpc home-create alice
     check "/home/alice is alice's (shared directory)" eq "$(stat -c %u "$NFS_DIR/home/alice" 2>/dev/null)" "$uid_p"
     # shellcheck disable=SC2016  # expanded by the job's shell
-    out=$(as_alice timeout 90 srun -N2 -D /home/alice bash -c 'id -un; hostname > "lab-$SLURMD_NODENAME"' 2>&1)
+    out=$(as_alice timeout 90 srun -N2 -D /home/alice bash -c 'id -un; hostname > "lab-$SLURMD_NODENAME"' 2>>"$BOOTLAB_DIR/logs/srun.err")
     check "srun -N2 as alice runs as alice on both workers" eq "$(sort <<< "$out" | paste -sd' ')" "alice alice"
     for n in w1 w2; do
         check "the job wrote /home/alice/lab-$(node "$n") (owner alice, in the shared directory)" \
@@ -460,7 +460,7 @@ phase3_replace() {
     timing "3: workers follow the new portal" "$(_bl_dt "$t0" "$(_bl_now)")"
     other=w1; [ "$(node w1)" = "$RUN_NODE" ] && other=w2
     check "a new job of alice runs on $(node "$other")" \
-        eq "$(as_alice timeout 90 srun -N1 -w "$(node "$other")" -D /home/alice id -un 2>&1)" alice
+        eq "$(as_alice timeout 90 srun -N1 -w "$(node "$other")" -D /home/alice id -un 2>>"$BOOTLAB_DIR/logs/srun.err")" alice
     wait_for 45 exports_name "${IP[portal2]}"
     check "storage refresher: exports name the new portal ${IP[portal2]} (${WAITED}s)" \
         contains "$(bl_exec sto cat /etc/exports.d/one-hpc.exports)" "${IP[portal2]}("
