@@ -293,8 +293,8 @@ std::vector<SettingSpec> ControllerSettings() {
   max_nodes.type = SettingType::kInt;
   max_nodes.default_value = "100";
   max_nodes.description =
-      "Most Slurm nodes the controller accepts (MaxNodeCount); a change restarts slurmctld and "
-      "keeps the registered nodes.";
+      "Most Slurm nodes slurmctld accepts (MaxNodeCount) on the controller or the portal; a "
+      "change restarts slurmctld and keeps the registered nodes.";
   max_nodes.roles = {slurm::kControllerRole};
   max_nodes.min = 1;
   max_nodes.max = 65000;

@@ -320,8 +320,9 @@ std::vector<SettingSpec> StorageSettings() {
   home.type = SettingType::kBool;
   home.default_value = "NO";
   home.description =
-      "The homes live on the site's NFS server: the storage role then neither looks at a disk "
-      "nor exports /export/home (the Slurm state and software exports still run).";
+      "The homes live on the site's NFS server (ONEAPP_HOME_NFS_SERVER): the portal and the "
+      "workers mount it, and the storage role neither looks at a disk nor exports /export/home "
+      "(the Slurm state and software exports still run).";
   home.roles = {kStorageRole};
   std::vector<SettingSpec> specs = {home};
   for (auto& spec : squid::SoftwareProxySettings({kStorageRole})) specs.push_back(spec);

@@ -70,10 +70,7 @@ std::vector<SettingSpec> PortalSettings() {
   std::vector<SettingSpec> specs = {users, host, site, site_host, title, cluster};
   for (auto& spec : SharedNfsSettings()) specs.push_back(spec);
   for (auto spec : ControllerSettings()) {
-    spec.roles = {kPortalRole};
-    spec.description =
-        "Most Slurm nodes the portal's slurmctld accepts (MaxNodeCount): the size of the worker "
-        "pool (the service template sets it to the workers' max_vms).";
+    spec.roles = {kPortalRole};  // the service template sets it to the workers' max_vms
     specs.push_back(spec);
   }
   return specs;

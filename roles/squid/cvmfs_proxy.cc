@@ -75,8 +75,7 @@ std::vector<SettingSpec> SoftwareProxySettings(const std::vector<std::string>& r
   url.type = SettingType::kString;
   url.description =
       "The site's CernVM-FS proxy, http(s)://host[:port]; required with "
-      "ONEAPP_SOFTWARE_PROXY_ENABLED, ignored without it (the portal and worker roles will use "
-      "it instead of the storage VM's Squid).";
+      "ONEAPP_SOFTWARE_PROXY_ENABLED, ignored without it.";
   url.roles = roles;
 
   SettingSpec nets;
