@@ -21,6 +21,20 @@ struct RetryPolicy {
   Duration deadline{60000};  ///< overall budget from the first attempt; <= 0 means none
   double jitter = 0.2;       ///< each delay is scaled by a factor in [1-jitter, 1+jitter]
 
+  /// Polling until a deadline: unlimited attempts, delays growing by 1.6 from `initial` up
+  /// to `max` (waiting for a daemon, a mount, a peer).
+  static RetryPolicy Until(Duration deadline, Duration initial = Duration(500),
+                           Duration max = Duration(5000), double jitter = 0.2) {
+    RetryPolicy p;
+    p.initial_delay = initial;
+    p.multiplier = 1.6;
+    p.max_delay = max;
+    p.max_attempts = 0;
+    p.deadline = deadline;
+    p.jitter = jitter;
+    return p;
+  }
+
   /// No retries at all: one attempt.
   static RetryPolicy Once() {
     RetryPolicy p;

@@ -179,6 +179,7 @@ int RunFollow(const LoadedContext& context, SystemAdapters& sys) {
     return ExitCodeFor(settings.error().kind);
   }
   Plan plan(PlanMode::kApply);
+  plan.set_quiet_keeps(true);
   RoleEnv env{context,     *settings,         onegate.get(), sys.runner, sys.files,
               sys.systemd, sys.block_devices, sys.mounts,    sys.clock,  plan};
   Status followed = role->Follow(env);

@@ -68,12 +68,7 @@ Result<bool> EnsureConfigFile(RoleEnv& env, const std::string& path, const std::
 
 Status WaitForSlurmctld(RoleEnv& env, const std::string& host) {
   slurm::SlurmClient client(env.runner, {});
-  RetryPolicy policy;
-  policy.initial_delay = Duration(250);
-  policy.multiplier = 1.6;
-  policy.max_delay = Duration(5000);
-  policy.max_attempts = 0;
-  policy.deadline = kSlurmctldStartTimeout;
+  RetryPolicy policy = RetryPolicy::Until(kSlurmctldStartTimeout, Duration(250));
   auto up = Retry<bool>(
       policy, env.clock, "waiting for slurmctld to answer scontrol ping",
       [](const Error&) { return true; },

@@ -26,7 +26,12 @@ Status Plan::Do(const std::string& what, const std::string& why,
 }
 
 void Plan::Keep(const std::string& what, const std::string& why) {
-  if (!dry_run()) log::Info("keep: {} ({})", what, why);
+  if (dry_run()) {
+  } else if (quiet_keeps_) {
+    log::Debug("keep: {} ({})", what, why);
+  } else {
+    log::Info("keep: {} ({})", what, why);
+  }
   actions_.push_back({what, why, PlannedAction::Outcome::kKept});
 }
 

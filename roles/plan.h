@@ -25,6 +25,9 @@ class Plan {
  public:
   explicit Plan(PlanMode mode) : mode_(mode) {}
   bool dry_run() const { return mode_ == PlanMode::kDryRun; }
+  /// Keeps are logged at debug level instead of info (a timer's pass that changes nothing
+  /// must not fill the journal every 30 s).
+  void set_quiet_keeps(bool quiet) { quiet_keeps_ = quiet; }
 
   /// Does `what` because `why`. Apply mode: runs `fn` inside a log::Op and records the
   /// outcome; the error gets `what` as context. Dry run: records the action, returns Ok.
@@ -38,6 +41,7 @@ class Plan {
 
  private:
   PlanMode mode_;
+  bool quiet_keeps_ = false;
   std::vector<PlannedAction> actions_;
 };
 

@@ -34,17 +34,6 @@ const FileOwner kSlurmOwner{"slurm", "slurm"};
 
 std::string StatePath(const std::string& rel) { return std::string(kPortalStateDir) + "/" + rel; }
 
-RetryPolicy WaitPolicy(Duration deadline) {
-  RetryPolicy p;
-  p.initial_delay = Duration(500);
-  p.multiplier = 1.6;
-  p.max_delay = Duration(5000);
-  p.max_attempts = 0;
-  p.deadline = deadline;
-  p.jitter = 0.2;
-  return p;
-}
-
 // A directory through the plan unless it exists (its content and mode are then kept).
 Status EnsureDirectory(RoleEnv& env, const std::string& path, const std::string& mode,
                        const std::string& owner, const std::string& why) {
@@ -213,7 +202,7 @@ Status EnsureClusterRegistered(RoleEnv& env) {
     return Ok();
   }
   auto listed = Retry<std::string>(
-      WaitPolicy(kDaemonTimeout), env.clock, "waiting for slurmdbd to answer sacctmgr",
+      RetryPolicy::Until(kDaemonTimeout), env.clock, "waiting for slurmdbd to answer sacctmgr",
       [](const Error&) { return true; }, [&]() -> Result<std::string> {
         Command c;
         c.argv = {"sacctmgr", "--noheader", "--parsable2", "list", "cluster", "format=cluster"};
@@ -328,10 +317,15 @@ class PortalRole : public Role {
     }
 
     // ---- the shared file systems
-    nfs::NfsMount state{nfs_host, kPortalStateExport, kPortalStateDir,
-                        "the Slurm state, the munge key and the accounting dumps", ood::kNfsHost};
-    nfs::NfsMount homes{home->server, home->export_path, kHomesDir, "the users' homes",
-                        home->setting};
+    nfs::NfsMount state{nfs_host,
+                        kPortalStateExport,
+                        kPortalStateDir,
+                        "the Slurm state, the munge key and the accounting dumps",
+                        ood::kNfsHost,
+                        "slurmctld's state and the munge key are written as root"};
+    nfs::NfsMount homes{home->server,     home->export_path,
+                        kHomesDir,        "the users' homes",
+                        home->setting,    "the portal creates each home as root at first login"};
     nfs::NfsMount software{nfs_host, kSoftwareExport, kSoftwareDir, "the software tree",
                            ood::kNfsHost};
     for (const auto* m : {&state, &homes, &software}) {

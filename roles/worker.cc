@@ -32,17 +32,6 @@ std::string Join(const std::vector<std::string>& items) {
   return out.empty() ? "none" : out;
 }
 
-RetryPolicy WaitPolicy(Duration deadline) {
-  RetryPolicy p;
-  p.initial_delay = Duration(1000);
-  p.multiplier = 1.6;
-  p.max_delay = Duration(15000);
-  p.max_attempts = 0;
-  p.deadline = deadline;
-  p.jitter = 0.3;
-  return p;
-}
-
 // A node record that outlived an earlier life of this VM: trap 4 (the name keeps its old
 // address) and a drain by the reconciler (kept across slurmd restarts, trap 8). Both are
 // positively ours: same name, and the reconciler's exact reason.
@@ -111,8 +100,9 @@ Result<ControllerInfo> JoinSlurmCluster(RoleEnv& env, const JoinSetup& setup) {
 
   // In a dry run one look is enough: `one-hpc plan` must not wait for minutes.
   // A follow tick looks once too: the next tick looks again.
-  RetryPolicy policy =
-      env.plan.dry_run() || setup.once ? RetryPolicy::Once() : WaitPolicy(timeout);
+  RetryPolicy policy = env.plan.dry_run() || setup.once
+                           ? RetryPolicy::Once()
+                           : RetryPolicy::Until(timeout, Duration(1000), Duration(15000), 0.3);
   auto ctl = DiscoverController(*env.onegate, std::stoi(vmid), policy, env.clock,
                                 setup.controller_role);
   if (!ctl) {

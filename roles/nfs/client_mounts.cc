@@ -128,17 +128,6 @@ std::string ShellWord(const std::string& unit) {
   return "'" + unit + "'";
 }
 
-RetryPolicy PollPolicy(Duration deadline) {
-  RetryPolicy p;
-  p.initial_delay = Duration(500);
-  p.multiplier = 1.6;
-  p.max_delay = Duration(5000);
-  p.max_attempts = 0;
-  p.deadline = deadline;
-  p.jitter = 0.2;
-  return p;
-}
-
 }  // namespace
 
 Status ValidateNfsMount(const NfsMount& m) {
@@ -265,7 +254,7 @@ Status EnsureNfsMount(RoleEnv& env, const NfsMount& m, Duration mount_timeout) {
   std::string state = "not checked";
   bool pending = false;  // the last attempt found the mount not there yet (not an error)
   auto waited = Retry<bool>(
-      PollPolicy(mount_timeout), env.clock, "wait for " + unit,
+      RetryPolicy::Until(mount_timeout), env.clock, "wait for " + unit,
       [&](const Error&) { return pending; },
       [&]() -> Result<bool> {
         pending = false;
@@ -382,7 +371,7 @@ Status CheckRootCanWrite(RoleEnv& env, const NfsMount& m, Duration deadline, Wri
   int attempts = 0;
   WriteProbe::Outcome last;
   auto done = Retry<bool>(
-      PollPolicy(deadline), env.clock, "create and remove " + target_path + " as root",
+      RetryPolicy::Until(deadline), env.clock, "create and remove " + target_path + " as root",
       [](const Error&) { return true; },
       [&]() -> Result<bool> {
         ++attempts;

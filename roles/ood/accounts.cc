@@ -573,7 +573,10 @@ Status EnsureLocalAccounts(RoleEnv& env, const std::vector<LocalUser>& users, Ac
   }
 
   // 3. Managed accounts no longer listed: locked and expired, never deleted.
-  for (const auto& [name, m] : *managed) {
+  for (const auto& entry : *managed) {
+    // A named copy: lambdas below capture it (clang 14 cannot capture structured bindings).
+    const std::string& name = entry.first;
+    const auto& m = entry.second;
     if (listed.count(name)) continue;
     const std::string who = Who(name, m.uid);
     auto p = db->users.find(name);

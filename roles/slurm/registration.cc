@@ -7,13 +7,7 @@ namespace onehpc::slurm {
 
 Result<SlurmNode> WaitForRegistration(const Files& files, SlurmClient& client, Clock& clock,
                                       const RegistrationCheck& check) {
-  RetryPolicy policy;
-  policy.initial_delay = Duration(300);
-  policy.multiplier = 1.6;
-  policy.max_delay = Duration(5000);
-  policy.max_attempts = 0;
-  policy.deadline = check.timeout;
-  policy.jitter = 0.3;
+  RetryPolicy policy = RetryPolicy::Until(check.timeout, Duration(300), Duration(5000), 0.3);
   const std::string& name = check.node_name;
   const std::string& ctl = check.controller_addr;
   bool have_conf = false;

@@ -59,8 +59,6 @@ fi
 bl_host_setup
 
 T_START=$(_bl_now)
-say() { echo "$(printf '[%6.1fs]' "$(_bl_dt "$T_START" "$(_bl_now)")") $*"; }
-step() { echo; say "=== $*"; }
 lab_arm lab_lifecycle_test
 echo "lab directory: $BOOTLAB_DIR   cache: $BOOTLAB_CACHE"
 
@@ -68,36 +66,10 @@ echo "lab directory: $BOOTLAB_DIR   cache: $BOOTLAB_CACHE"
 
 # wait_for TIMEOUT COMMAND... : poll COMMAND every 0.2 s until it succeeds; sets WAITED to the
 # seconds it took. Returns 1 on timeout.
-WAITED=0
-wait_for() {
-    local timeout=$1 t0 end; shift
-    t0=$(_bl_now); end=$(( $(date +%s) + timeout ))
-    while :; do
-        if "$@" >/dev/null 2>&1; then WAITED=$(_bl_dt "$t0" "$(_bl_now)"); return 0; fi
-        [ "$(date +%s)" -lt "$end" ] || break
-        sleep 0.2
-    done
-    WAITED=$(_bl_dt "$t0" "$(_bl_now)"); return 1
-}
 
 # ---- the OneGate simulator -----------------------------------------------------------------
 
 SIM_URL="http://$BOOTLAB_NET.1:5030"
-sim() {   # sim METHOD PATH [JSON]
-    local -a data=()
-    [ $# -ge 3 ] && data=(-H 'Content-Type: application/json' --data "$3")
-    curl -sS --fail-with-body --max-time 5 -X "$1" "${data[@]}" "$SIM_URL$2"
-}
-start_sim() {
-    local bin=${ONEHPC_SIM:-$BIN_DIR/tests/onegate-sim}
-    [ -x "$bin" ] || { echo "no onegate-sim at $bin (build the onegate-sim target)"; return 1; }
-    "$bin" --listen "$BOOTLAB_NET.1:5030" --operator-api > "$BOOTLAB_DIR/logs/onegate-sim.log" 2>&1 8>&- &
-    SIM_PID=$!
-    wait_for 10 sim GET /_sim/health ||
-        { echo "onegate-sim did not start:"; cat "$BOOTLAB_DIR/logs/onegate-sim.log"; return 1; }
-}
-# USER_TEMPLATE attribute of a VM as OneGate holds it ("" when unset).
-sim_attr() { sim GET "/_sim/vms/$1" | jq -r --arg a "$2" '.vm.USER_TEMPLATE[$a] // empty'; }
 sim_fault() { sim POST /_sim/faults "$1" >/dev/null; }
 sim_clear_faults() { sim DELETE /_sim/faults >/dev/null; }
 # OneGate requests the VM made (its token), per path, since the last clear.
@@ -131,34 +103,6 @@ new_vm() {
 node() { echo "slurm-one-worker-${VMID[$1]}"; }
 ctl() { bl_exec ctl "$@"; }
 
-# The one-hpc-configure unit has finished (active or failed).
-configured() {
-    local s
-    s=$(bl_exec "$1" systemctl show -p ActiveState --value one-hpc-configure.service 2>/dev/null)
-    [ "$s" = active ] || [ "$s" = failed ]
-}
-configure_result() { bl_exec "$1" systemctl show -p Result --value one-hpc-configure.service; }
-ready() { [ "$(sim_attr "${VMID[$1]}" READY)" = YES ]; }
-# boot_vms TIMEOUT NAME... : boot together, wait until each finished one-hpc-configure.
-boot_vms() {
-    local timeout=$1 n t0 out; shift
-    t0=$(_bl_now)
-    for n in "$@"; do bl_boot "$n" || return 1; done
-    for n in "$@"; do
-        out=$(bl_wait_running "$n" 120)
-        case $? in 0|3) ;; *) echo "  $out"; tail -n 30 "$BOOTLAB_DIR/logs/$n.console"; return 1;; esac
-        if ! wait_for "$timeout" configured "$n"; then
-            echo "  $n: one-hpc-configure still running after ${timeout}s"
-            bl_journal "$n" -u one-hpc-configure.service | tail -n 20 | sed 's/^/  | /'
-            return 1
-        fi
-    done
-    say "booted and configured: $* ($(_bl_dt "$t0" "$(_bl_now)")s)"
-}
-show_configure_log() {
-    echo "  --- $1: journalctl -u one-hpc-configure (last $2 lines)"
-    bl_journal "$1" -u one-hpc-configure.service -o cat | tail -n "$2" | sed 's/^/  | /'
-}
 
 # ---- Slurm views (from the controller) --------------------------------------------------------
 

@@ -67,8 +67,6 @@ fi
 bl_host_setup
 
 T_START=$(_bl_now)
-say() { echo "$(printf '[%6.1fs]' "$(_bl_dt "$T_START" "$(_bl_now)")") $*"; }
-step() { echo; say "=== $*"; }
 lab_arm lab_ood_test
 echo "lab directory: $BOOTLAB_DIR   cache: $BOOTLAB_CACHE   phases: 0-$STOP_AFTER"
 
@@ -82,36 +80,10 @@ PROXY_URL=http://$BOOTLAB_NET.1:3128
 
 # wait_for TIMEOUT COMMAND... : poll COMMAND every 0.2 s until it succeeds; sets WAITED to the
 # seconds it took. Returns 1 on timeout.
-WAITED=0
-wait_for() {
-    local timeout=$1 t0 end; shift
-    t0=$(_bl_now); end=$(( $(date +%s) + timeout ))
-    while :; do
-        if "$@" >/dev/null 2>&1; then WAITED=$(_bl_dt "$t0" "$(_bl_now)"); return 0; fi
-        [ "$(date +%s)" -lt "$end" ] || break
-        sleep 0.2
-    done
-    WAITED=$(_bl_dt "$t0" "$(_bl_now)"); return 1
-}
 
 # ---- the OneGate simulator -----------------------------------------------------------------
 
 SIM_URL="http://$BOOTLAB_NET.1:5030"
-sim() {   # sim METHOD PATH [JSON]
-    local -a data=()
-    [ $# -ge 3 ] && data=(-H 'Content-Type: application/json' --data "$3")
-    curl -sS --fail-with-body --max-time 5 -X "$1" "${data[@]}" "$SIM_URL$2"
-}
-start_sim() {
-    local bin=${ONEHPC_SIM:-$BIN_DIR/tests/onegate-sim}
-    [ -x "$bin" ] || { echo "no onegate-sim at $bin (build the onegate-sim target)"; return 1; }
-    "$bin" --listen "$BOOTLAB_NET.1:5030" --operator-api > "$BOOTLAB_DIR/logs/onegate-sim.log" 2>&1 8>&- &
-    SIM_PID=$!
-    wait_for 10 sim GET /_sim/health ||
-        { echo "onegate-sim did not start:"; cat "$BOOTLAB_DIR/logs/onegate-sim.log"; return 1; }
-}
-# USER_TEMPLATE attribute of a VM as OneGate holds it ("" when unset).
-sim_attr() { sim GET "/_sim/vms/$1" | jq -r --arg a "$2" '.vm.USER_TEMPLATE[$a] // empty'; }
 
 # ---- VMs -----------------------------------------------------------------------------------
 
@@ -178,32 +150,6 @@ is_id() {
     done
 }
 
-# The one-hpc-configure unit has finished (active or failed).
-configured() {
-    local s
-    s=$(bl_exec "$1" systemctl show -p ActiveState --value one-hpc-configure.service 2>/dev/null)
-    [ "$s" = active ] || [ "$s" = failed ]
-}
-configure_result() { bl_exec "$1" systemctl show -p Result --value one-hpc-configure.service; }
-ready() { [ "$(sim_attr "${VMID[$1]}" READY)" = YES ]; }
-show_configure_log() {
-    echo "  --- $1: one-hpc-configure (last $2 lines)"
-    bl_journal "$1" -u one-hpc-configure.service -o cat | tail -n "$2" | sed 's/^/  | /'
-}
-# boot_vms TIMEOUT NAME... : boot together, wait until each finished one-hpc-configure.
-boot_vms() {
-    local timeout=$1 n out; shift
-    for n in "$@"; do bl_boot "$n" || return 1; done
-    for n in "$@"; do
-        out=$(bl_wait_running "$n" 120)
-        case $? in 0|3) ;; *) echo "  $out"; tail -n 30 "$BOOTLAB_DIR/logs/$n.console"; return 1;; esac
-        if ! wait_for "$timeout" configured "$n"; then
-            echo "  $n: one-hpc-configure still running after ${timeout}s"
-            show_configure_log "$n" 20
-            return 1
-        fi
-    done
-}
 # configured_ok NAME... : checks "configure succeeded" and "READY" for each; logs on failure.
 configured_ok() {
     local n rc=0

@@ -231,3 +231,51 @@ TEST(OodSettingsTest, SiteSlurmSettingsAreValidated) {
 
 }  // namespace
 }  // namespace onehpc::ood
+
+namespace onehpc::ood {
+namespace {
+
+TEST(HomeSourceTest, StorageByDefaultSiteServerWithTheSwitch) {
+  auto resolve = [](ContextVars vars) {
+    vars.emplace(kNfsHost, "10.0.1.5");
+    auto s = Settings::Resolve(SharedNfsSettings(), vars);
+    EXPECT_TRUE(s) << s.error().message;
+    return HomeSourceFrom(*s);
+  };
+  auto storage = resolve({{kHomeNfsServer, "nfs.site.example"}});  // ignored without the switch
+  ASSERT_TRUE(storage);
+  EXPECT_EQ(storage->server, "10.0.1.5");
+  EXPECT_EQ(storage->export_path, "/export/home");
+  EXPECT_EQ(storage->setting, kNfsHost);
+  EXPECT_FALSE(storage->external);
+
+  auto site = resolve({{kHomeNfsEnabled, "yes"}, {kHomeNfsServer, "nfs.site.example"},
+                       {kHomeNfsExport, "/vol/homes"}});
+  ASSERT_TRUE(site);
+  EXPECT_EQ(site->server, "nfs.site.example");
+  EXPECT_EQ(site->export_path, "/vol/homes");
+  EXPECT_EQ(site->setting, kHomeNfsServer);
+  EXPECT_TRUE(site->external);
+
+  auto missing = resolve({{kHomeNfsEnabled, "YES"}});
+  ASSERT_FALSE(missing);
+  EXPECT_THAT(missing.error().message, HasSubstr("ONEAPP_HOME_NFS_SERVER is empty but "
+                                                 "ONEAPP_HOME_NFS_ENABLED=YES"));
+}
+
+TEST(HomeSourceTest, BadServerAndExportAreRefusedByTheSettings) {
+  ContextVars vars = {{kNfsHost, "10.0.1.5"},
+                      {kHomeNfsEnabled, "YES"},
+                      {kHomeNfsServer, "nfs site"},
+                      {kHomeNfsExport, "relative/path"}};
+  auto s = Settings::Resolve(SharedNfsSettings(), vars);
+  ASSERT_FALSE(s);
+  EXPECT_THAT(s.error().message, HasSubstr("ONEAPP_HOME_NFS_SERVER"));
+  EXPECT_THAT(s.error().message, HasSubstr("ONEAPP_HOME_NFS_EXPORT"));
+  auto no_host = Settings::Resolve(SharedNfsSettings(), {});
+  ASSERT_FALSE(no_host);
+  EXPECT_THAT(no_host.error().message, HasSubstr("ONEAPP_NFS_HOST is required"));
+}
+
+}  // namespace
+}  // namespace onehpc::ood
