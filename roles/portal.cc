@@ -212,8 +212,14 @@ Status EnsureClusterRegistered(RoleEnv& env) {
         return r->out;
       });
   if (!listed) return Fail(listed.error().WithContext("slurmdbd does not answer"));
-  if (listed->find(std::string(kOodClusterName) + "\n") != std::string::npos ||
-      *listed == kOodClusterName) {
+  bool registered = false;
+  for (size_t b = 0; b < listed->size();) {
+    size_t e = listed->find('\n', b);
+    if (e == std::string::npos) e = listed->size();
+    registered = registered || listed->compare(b, e - b, kOodClusterName) == 0;
+    b = e + 1;
+  }
+  if (registered) {
     env.plan.Keep("cluster " + std::string(kOodClusterName), "registered in the accounting database");
     return Ok();
   }
