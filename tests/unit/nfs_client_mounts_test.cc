@@ -18,6 +18,7 @@
 #include "common/log.h"
 #include "roles/disk/mount_unit.h"
 #include "roles/role.h"
+#include "tests/unit/fake_mounts.h"
 #include "tests/unit/slurm_test_fakes.h"
 
 namespace onehpc::nfs {
@@ -56,33 +57,7 @@ NfsMount HomeMount() {
 }
 
 // A mount table whose entries the fake systemctl adds and removes.
-class FakeMounts : public Mounts {
- public:
-  std::vector<MountEntry> table;
-  Result<std::optional<MountEntry>> FindByTarget(const std::string& target) override {
-    for (auto it = table.rbegin(); it != table.rend(); ++it) {
-      if (it->target == target) return std::optional<MountEntry>(*it);
-    }
-    return std::optional<MountEntry>();
-  }
-  Result<std::vector<MountEntry>> FindBySource(const std::string& source) override {
-    std::vector<MountEntry> out;
-    for (const auto& e : table) {
-      if (e.source == source) out.push_back(e);
-    }
-    return out;
-  }
-  Status Mount(const MountEntry& entry) override {
-    table.push_back(entry);
-    return Ok();
-  }
-  Status Unmount(const std::string& target) override {
-    table.erase(std::remove_if(table.begin(), table.end(),
-                               [&](const MountEntry& e) { return e.target == target; }),
-                table.end());
-    return Ok();
-  }
-};
+using testing_fakes::FakeMounts;
 
 class NfsClientTest : public ::testing::Test {
  protected:

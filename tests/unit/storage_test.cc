@@ -15,6 +15,7 @@
 #include "roles/disk/mount_unit.h"
 #include "roles/nfs/exports.h"
 #include "roles/squid/cvmfs_proxy.h"
+#include "tests/unit/fake_mounts.h"
 #include "tests/unit/slurm_test_fakes.h"
 
 namespace onehpc {
@@ -81,35 +82,7 @@ class FakeDisks : public BlockDevices {
   }
 };
 
-class FakeMounts : public Mounts {
- public:
-  std::vector<MountEntry> table;
-  int mounts = 0;
-  Result<std::optional<MountEntry>> FindByTarget(const std::string& target) override {
-    for (auto it = table.rbegin(); it != table.rend(); ++it) {
-      if (it->target == target) return std::optional<MountEntry>(*it);
-    }
-    return std::optional<MountEntry>();
-  }
-  Result<std::vector<MountEntry>> FindBySource(const std::string& source) override {
-    std::vector<MountEntry> out;
-    for (const auto& e : table) {
-      if (e.source == source) out.push_back(e);
-    }
-    return out;
-  }
-  Status Mount(const MountEntry& entry) override {
-    ++mounts;
-    table.push_back(entry);
-    return Ok();
-  }
-  Status Unmount(const std::string& target) override {
-    table.erase(std::remove_if(table.begin(), table.end(),
-                               [&](const MountEntry& e) { return e.target == target; }),
-                table.end());
-    return Ok();
-  }
-};
+using testing_fakes::FakeMounts;
 
 // ---- the role on a fake machine ------------------------------------------------------------
 
