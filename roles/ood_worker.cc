@@ -18,6 +18,7 @@ namespace {
 
 constexpr Duration kMountTimeout{180000};
 constexpr Duration kJoinTimeout{300000};
+constexpr Duration kFollowRegistrationTimeout{30000};
 
 class OodWorkerRole : public Role {
  public:
@@ -73,7 +74,8 @@ class OodWorkerRole : public Role {
     JoinSetup setup;
     setup.controller_role = ood::kPortalRole;
     setup.node_name = name;
-    setup.timeout = kJoinTimeout;
+    // A follow pass waits less for the registration: the timer comes back in 30 s.
+    setup.timeout = once ? kFollowRegistrationTimeout : kJoinTimeout;
     setup.once = once;
     setup.before_slurmd = [&env](const ControllerInfo& portal) -> Status {
       auto it = portal.published.find(ood::kAttrUserTable);
