@@ -21,6 +21,28 @@ void WriteStatus(SystemAdapters& sys, const ConfigureRequest& request,
   if (!written) log::Warn("could not record the result in {}: {}", kStatusFile, written.error().message);
 }
 
+// The role module and its validated settings, as configure and follow both need them.
+// `chosen` (optional) receives the role name once it is known, even when the module is then
+// unknown or its settings are invalid (for the status file).
+struct ResolvedRole {
+  std::unique_ptr<Role> role;
+  Settings settings;
+  std::string source;  ///< where the role name came from
+};
+Result<ResolvedRole> ResolveRole(const ContextVars& vars, OneGateClient* onegate,
+                                 const std::function<std::unique_ptr<Role>(const std::string&)>&
+                                     make_role,
+                                 std::string* chosen) {
+  auto choice = ChooseRole(vars, onegate);
+  if (!choice) return Fail(choice.error());
+  if (chosen != nullptr) *chosen = choice->name;
+  std::unique_ptr<Role> role = make_role ? make_role(choice->name) : MakeRole(choice->name);
+  if (!role) return Fail(UnknownRoleError(*choice));
+  auto settings = Settings::Resolve(SettingsFor(*role), vars);
+  if (!settings) return Fail(settings.error());
+  return ResolvedRole{std::move(role), std::move(*settings), choice->source};
+}
+
 }  // namespace
 
 int ExitCodeFor(ErrorKind kind) {
@@ -104,16 +126,12 @@ ConfigureOutcome RunConfigure(const ConfigureRequest& request, SystemAdapters& s
     if (!erased) log::Warn("could not erase a stale READY: {}", erased.error().message);
   }
 
-  auto choice = ChooseRole(request.context.vars, onegate.get());
-  if (!choice) return fail(choice.error());
-  outcome.role = choice->name;
-  auto make_role = request.make_role ? request.make_role : MakeRole;
-  std::unique_ptr<Role> role = make_role(choice->name);
-  if (!role) return fail(UnknownRoleError(*choice));
-  log::Info("role: {} (service {}, from {})", role->Name(), role->Service(), choice->source);
-
-  auto settings = Settings::Resolve(SettingsFor(*role), request.context.vars);
-  if (!settings) return fail(settings.error());
+  auto resolved = ResolveRole(request.context.vars, onegate.get(), request.make_role,
+                              &outcome.role);
+  if (!resolved) return fail(resolved.error());
+  std::unique_ptr<Role>& role = resolved->role;
+  log::Info("role: {} (service {}, from {})", role->Name(), role->Service(), resolved->source);
+  Settings* settings = &resolved->settings;
 
   std::vector<std::pair<std::string, std::string>> publish;
   RoleEnv env{request.context, *settings,       onegate.get(), sys.runner, sys.files,
@@ -162,27 +180,16 @@ int RunFollow(const LoadedContext& context, SystemAdapters& sys) {
   // One short look per tick: the timer comes back.
   config->retry = RetryPolicy::Once();
   onegate = std::make_unique<OneGateClient>(*config, sys.http, sys.clock);
-  auto choice = ChooseRole(context.vars, onegate.get());
-  if (!choice) {
-    log::Error("follow: {}", choice.error().message);
-    return ExitCodeFor(choice.error().kind);
-  }
-  std::unique_ptr<Role> role = MakeRole(choice->name);
-  if (!role) {
-    Error e = UnknownRoleError(*choice);
-    log::Error("follow: {}", e.message);
-    return ExitCodeFor(e.kind);
-  }
-  auto settings = Settings::Resolve(SettingsFor(*role), context.vars);
-  if (!settings) {
-    log::Error("follow: {}", settings.error().message);
-    return ExitCodeFor(settings.error().kind);
+  auto resolved = ResolveRole(context.vars, onegate.get(), nullptr, nullptr);
+  if (!resolved) {
+    log::Error("follow: {}", resolved.error().message);
+    return ExitCodeFor(resolved.error().kind);
   }
   Plan plan(PlanMode::kApply);
   plan.set_quiet_keeps(true);
-  RoleEnv env{context,     *settings,         onegate.get(), sys.runner, sys.files,
-              sys.systemd, sys.block_devices, sys.mounts,    sys.clock,  plan};
-  Status followed = role->Follow(env);
+  RoleEnv env{context,     resolved->settings, onegate.get(), sys.runner, sys.files,
+              sys.systemd, sys.block_devices,  sys.mounts,    sys.clock,  plan};
+  Status followed = resolved->role->Follow(env);
   if (!followed) {
     log::Error("follow: {}", followed.error().message);
     return ExitCodeFor(followed.error().kind);

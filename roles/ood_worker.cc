@@ -1,15 +1,11 @@
 #include "roles/ood_worker.h"
 
-#include <algorithm>
-#include <cctype>
-
 #include "common/log.h"
 #include "roles/nfs/client_mounts.h"
 #include "roles/ood/accounts.h"
 #include "roles/ood/settings.h"
 #include "roles/ood/users.h"
 #include "roles/portal.h"
-#include "roles/slurm/hosts.h"
 #include "roles/slurm/units.h"
 #include "roles/worker.h"
 
@@ -100,22 +96,10 @@ class OodWorkerRole : public Role {
   }
 };
 
-bool AllDigits(const std::string& s) {
-  return !s.empty() && s.size() < 10 &&
-         std::all_of(s.begin(), s.end(),
-                     [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
-}
-
 }  // namespace
 
 Result<std::string> OodWorkerNodeName(const ContextVars& vars) {
-  auto it = vars.find("SET_HOSTNAME");
-  if (it != vars.end() && !it->second.empty()) return slurm::ShortNameFromSetHostname(it->second);
-  auto vmid = vars.find("VMID");
-  if (vmid == vars.end() || !AllDigits(vmid->second)) {
-    return Fail(ErrorKind::kInvalidInput, "VMID is missing or not a VM id (set TOKEN=YES)");
-  }
-  return "ood-worker-" + vmid->second;
+  return WorkerNodeName(vars, "ood-worker-");
 }
 
 std::unique_ptr<Role> MakeOodWorkerRole() { return std::make_unique<OodWorkerRole>(); }

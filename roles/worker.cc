@@ -246,14 +246,14 @@ std::vector<SettingSpec> WorkerSettings() {
 
 std::unique_ptr<Role> MakeWorkerRole() { return std::make_unique<WorkerRole>(); }
 
-Result<std::string> WorkerNodeName(const ContextVars& vars) {
+Result<std::string> WorkerNodeName(const ContextVars& vars, const std::string& prefix) {
   auto it = vars.find("SET_HOSTNAME");
   if (it != vars.end() && !it->second.empty()) return slurm::ShortNameFromSetHostname(it->second);
   auto vmid = vars.find("VMID");
   if (vmid == vars.end() || !AllDigits(vmid->second)) {
     return Fail(ErrorKind::kInvalidInput, "VMID is missing or not a VM id (set TOKEN=YES)");
   }
-  return "slurm-one-worker-" + vmid->second;
+  return prefix + vmid->second;
 }
 
 Result<ControllerInfo> ControllerFromService(const ServiceInfo& service, int own_vm_id,

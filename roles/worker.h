@@ -73,8 +73,10 @@ struct JoinSetup {
 /// checked, self-drain armed. Returns what it learnt about the controller.
 Result<ControllerInfo> JoinSlurmCluster(RoleEnv& env, const JoinSetup& setup);
 
-/// The Slurm node name of a worker: short SET_HOSTNAME when set, else slurm-one-worker-<VMID>.
-Result<std::string> WorkerNodeName(const ContextVars& vars);
+/// The Slurm node name of a worker: short SET_HOSTNAME when set, else <prefix><VMID>
+/// (slurm-one-worker-<VMID> for OneSlurm, ood-worker-<VMID> for Open OnDemand).
+Result<std::string> WorkerNodeName(const ContextVars& vars,
+                                   const std::string& prefix = "slurm-one-worker-");
 
 }  // namespace onehpc
 

@@ -139,6 +139,19 @@ on_exit() {
     print_timings
     exit "$rc"
 }
+# lab_begin NAME: skip (exit 77) when this host cannot run the lab; otherwise set it up, start
+# the clock (T_START, read by say) and arm the clean-up and the watchdog (lab_arm NAME).
+# OWN_LAB_DIR (yes when bootlab.sh made BOOTLAB_DIR) is set by the test before sourcing.
+lab_begin() {
+    if ! bl_host_check; then
+        [ "$OWN_LAB_DIR" = yes ] && rmdir "$BOOTLAB_DIR"
+        echo "SKIPPED: this host cannot run the lab (see above)"; exit 77
+    fi
+    bl_host_setup
+    # shellcheck disable=SC2034  # read by say
+    T_START=$(_bl_now)
+    lab_arm "$1"
+}
 # lab_arm NAME: clean up on every exit, and stop the test at LAB_TIMEOUT seconds. ctest kills
 # a test that overruns its TIMEOUT with SIGKILL, and then nothing would clean up: a watchdog
 # (its own process group) sends SIGTERM first, which runs the clean-up. It only signals its
@@ -155,7 +168,7 @@ lab_arm() {
     WATCHDOG_PID=$!
 }
 
-# ---- shared by the scenario tests (lab_lifecycle, lab_ood). They set T_START, SIM_URL,
+# ---- shared by the scenario tests (lab_lifecycle, lab_ood). lab_begin sets T_START; they set SIM_URL,
 # BIN_DIR and the VMID array before calling these.
 
 say() { echo "$(printf '[%6.1fs]' "$(_bl_dt "$T_START" "$(_bl_now)")") $*"; }

@@ -60,14 +60,7 @@ OWN_LAB_DIR=yes; [ -n "${BOOTLAB_DIR:-}" ] && OWN_LAB_DIR=no
 . "$HERE/bootlab.sh"
 # shellcheck source-path=SCRIPTDIR source=lab_lib.sh
 . "$HERE/lab_lib.sh"
-if ! bl_host_check; then
-    [ "$OWN_LAB_DIR" = yes ] && rmdir "$BOOTLAB_DIR"
-    echo "SKIPPED: this host cannot run the lab (see above)"; exit 77
-fi
-bl_host_setup
-
-T_START=$(_bl_now)
-lab_arm lab_ood_test
+lab_begin lab_ood_test
 echo "lab directory: $BOOTLAB_DIR   cache: $BOOTLAB_CACHE   phases: 0-$STOP_AFTER"
 
 # The shared directory standing in for the storage VM's NFS exports (see the header).

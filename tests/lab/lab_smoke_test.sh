@@ -43,14 +43,8 @@ OWN_LAB_DIR=yes; [ -n "${BOOTLAB_DIR:-}" ] && OWN_LAB_DIR=no   # ours: removed a
 . "$HERE/bootlab.sh"
 # shellcheck source-path=SCRIPTDIR source=lab_lib.sh
 . "$HERE/lab_lib.sh"
-if ! bl_host_check; then
-    [ "$OWN_LAB_DIR" = yes ] && rmdir "$BOOTLAB_DIR"
-    echo "SKIPPED: this host cannot run the lab (see above)"; exit 77
-fi
-bl_host_setup
+lab_begin lab_smoke_test
 echo "lab directory: $BOOTLAB_DIR   cache: $BOOTLAB_CACHE"
-
-lab_arm lab_smoke_test
 
 # Clean-up must leave nothing behind; checked after an explicit clean-up (the trap would do it
 # too, but then nobody could look).
