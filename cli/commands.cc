@@ -28,8 +28,8 @@
 #include "roles/os/process.h"
 #include "roles/os/systemd.h"
 #include "roles/nfs/exports.h"
-#include "roles/reconcile.h"
-#include "roles/self_drain.h"
+#include "roles/slurm/reconcile.h"
+#include "roles/slurm/self_drain.h"
 
 namespace onehpc {
 namespace {

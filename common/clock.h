@@ -24,25 +24,6 @@ class RealClock : public Clock {
   void SleepFor(Duration d) override;
 };
 
-/// A clock that only moves when told to, or when something sleeps on it.
-class FakeClock : public Clock {
- public:
-  TimePoint Now() override { return now_; }
-  void SleepFor(Duration d) override {
-    now_ += d;
-    slept_ += d;
-    ++sleeps_;
-  }
-  void Advance(Duration d) { now_ += d; }
-  /// Total time slept through this clock.
-  Duration slept() const { return slept_; }
-  int sleeps() const { return sleeps_; }
-
- private:
-  TimePoint now_{};
-  Duration slept_{0};
-  int sleeps_ = 0;
-};
 
 /// The process-wide real clock.
 Clock& SystemClock();

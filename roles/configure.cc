@@ -134,9 +134,8 @@ ConfigureOutcome RunConfigure(const ConfigureRequest& request, SystemAdapters& s
   Settings* settings = &resolved->settings;
 
   std::vector<std::pair<std::string, std::string>> publish;
-  RoleEnv env{request.context, *settings,       onegate.get(), sys.runner, sys.files,
-              sys.systemd,     sys.block_devices, sys.mounts,  sys.clock,  outcome.plan};
-  env.publish = &publish;
+  RoleEnv env = RoleEnv::From(request.context, *settings, onegate.get(), sys, outcome.plan,
+                              &publish);
   Status configured = role->Configure(env);
   if (!configured) return fail(configured.error());
 
@@ -187,8 +186,7 @@ int RunFollow(const LoadedContext& context, SystemAdapters& sys) {
   }
   Plan plan(PlanMode::kApply);
   plan.set_quiet_keeps(true);
-  RoleEnv env{context,     resolved->settings, onegate.get(), sys.runner, sys.files,
-              sys.systemd, sys.block_devices,  sys.mounts,    sys.clock,  plan};
+  RoleEnv env = RoleEnv::From(context, resolved->settings, onegate.get(), sys, plan);
   Status followed = resolved->role->Follow(env);
   if (!followed) {
     log::Error("follow: {}", followed.error().message);

@@ -34,17 +34,6 @@ enum ExitCode : int {
 /// The exit code for an error of this kind.
 int ExitCodeFor(ErrorKind kind);
 
-/// The adapters a run uses (real ones in the program, fakes in tests).
-struct SystemAdapters {
-  ProcessRunner& runner;
-  Files& files;
-  Systemd& systemd;
-  BlockDevices& block_devices;
-  Mounts& mounts;
-  Clock& clock;
-  HttpTransport& http;
-};
-
 struct ConfigureRequest {
   LoadedContext context;
   PlanMode mode = PlanMode::kApply;

@@ -5,9 +5,9 @@
 #include "roles/ood/accounts.h"
 #include "roles/ood/settings.h"
 #include "roles/ood/users.h"
-#include "roles/portal.h"
-#include "roles/slurm/units.h"
-#include "roles/worker.h"
+#include "roles/names.h"
+#include "roles/ensure.h"
+#include "roles/slurm/join.h"
 
 namespace onehpc {
 namespace {
@@ -19,7 +19,7 @@ constexpr Duration kFollowRegistrationTimeout{30000};
 class OodWorkerRole : public Role {
  public:
   std::string Name() const override { return ood::kWorkerRole; }
-  std::string Service() const override { return "Open OnDemand"; }
+  std::string Service() const override { return ood::kServiceName; }
   std::string Summary() const override {
     return "Open OnDemand worker: homes and software from NFS, the portal's users, a dynamic "
            "Slurm node of the portal that follows it when it is replaced";
@@ -38,11 +38,11 @@ class OodWorkerRole : public Role {
     if (!name) return Fail(name.error());
     const std::string nfs_host = env.settings.GetString(ood::kNfsHost);
     log::Info("ood-worker: node {}; homes from {}:{}; software from {}:{}", *name, home->server,
-              home->export_path, nfs_host, kSoftwareExport);
+              home->export_path, nfs_host, ood::kSoftwareExport);
 
-    nfs::NfsMount homes{home->server, home->export_path, kHomesDir, "the users' homes",
+    nfs::NfsMount homes{home->server, home->export_path, ood::kHomesDir, "the users' homes",
                         home->setting};
-    nfs::NfsMount software{nfs_host, kSoftwareExport, kSoftwareDir, "the software tree",
+    nfs::NfsMount software{nfs_host, ood::kSoftwareExport, ood::kSoftwareDir, "the software tree",
                            ood::kNfsHost};
     for (const auto* m : {&homes, &software}) {
       if (auto s = nfs::EnsureNfsMount(env, *m, kMountTimeout); !s) return s;
@@ -50,12 +50,12 @@ class OodWorkerRole : public Role {
 
     if (auto s = Join(env, *name, /*once=*/false); !s) return s;
 
-    if (auto s = slurm::EnsureUnitEnabled(env, kFollowPortalTimer, "timers.target",
+    if (auto s = EnsureUnitEnabled(env, ood::kFollowPortalTimer, "timers.target",
                                           "follows a replaced portal and the users it publishes");
         !s) {
       return s;
     }
-    return slurm::EnsureUnitRunning(env, kFollowPortalTimer, false, "",
+    return EnsureUnitRunning(env, ood::kFollowPortalTimer, false, "",
                                     "runs one-hpc follow every 30 s");
   }
 

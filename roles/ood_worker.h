@@ -13,8 +13,6 @@
 
 namespace onehpc {
 
-inline constexpr char kFollowPortalTimer[] = "one-hpc-follow-portal.timer";
-
 /// Role "ood-worker" of service "Open OnDemand" (OneFlow role `worker`).
 std::unique_ptr<Role> MakeOodWorkerRole();
 

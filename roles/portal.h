@@ -3,7 +3,7 @@
 // export, accounting (MariaDB + slurmdbd, dumped to the export, restored by a replaced
 // portal), the node reconciler, and Open OnDemand's configuration files.
 //
-// On the state export (mounted at kPortalStateDir):
+// On the state export (mounted at ood::kPortalStateDir):
 //   state/          slurmctld's StateSaveLocation (slurm, 0700): the queue and the nodes
 //   munge.key       the cluster's key (root, 0400): created once, reused by a new portal
 //   accounting/     dumps of slurm_acct_db (root, 0700), one-hpc-accounting-dump.timer
@@ -13,25 +13,16 @@
 #include <memory>
 #include <string>
 
+#include "roles/names.h"
 #include "roles/role.h"
 
 namespace onehpc {
 
-inline constexpr char kPortalStateDir[] = "/var/lib/one-hpc/portal-state";
-inline constexpr char kPortalStateExport[] = "/export/slurm";
-inline constexpr char kSoftwareDir[] = "/opt/software";
-inline constexpr char kSoftwareExport[] = "/export/software";
-inline constexpr char kHomesDir[] = "/home";
-inline constexpr char kAccountingDumpTimer[] = "one-hpc-accounting-dump.timer";
 inline constexpr char kPortalDefaultHostname[] = "ood-portal";
 inline constexpr char kOodClusterName[] = "ood";
 
 /// Role "portal" of service "Open OnDemand".
 std::unique_ptr<Role> MakePortalRole();
-
-/// The compute address of an Open OnDemand VM: the last NIC of the context (NIC 0 is the
-/// management network, NIC 1 the compute network; with one NIC it is that one).
-Result<std::string> ComputeAddress(const ContextVars& vars);
 
 }  // namespace onehpc
 

@@ -19,9 +19,22 @@
 #include "roles/os/mounts.h"
 #include "roles/os/process.h"
 #include "roles/os/systemd.h"
+#include "context/http.h"
+#include "roles/ensure.h"
 #include "roles/plan.h"
 
 namespace onehpc {
+
+/// The adapters a run uses (real ones in the program, fakes in tests).
+struct SystemAdapters {
+  ProcessRunner& runner;
+  Files& files;
+  Systemd& systemd;
+  BlockDevices& block_devices;
+  Mounts& mounts;
+  Clock& clock;
+  HttpTransport& http;
+};
 
 /// Everything a role may use. All side effects go through these members, and every change
 /// goes through `plan.Do`, so configure and plan share one code path.
@@ -39,6 +52,14 @@ struct RoleEnv {
   /// Attributes to publish through OneGate in the same PUT as READY=YES, after a successful
   /// configure (nullptr: nothing is published, e.g. in tests).
   std::vector<std::pair<std::string, std::string>>* publish = nullptr;
+
+  /// The one way to build it: from the run's adapters.
+  static RoleEnv From(const LoadedContext& context, const Settings& settings,
+                      OneGateClient* onegate, const SystemAdapters& sys, Plan& plan,
+                      std::vector<std::pair<std::string, std::string>>* publish = nullptr) {
+    return RoleEnv{context,           settings,   onegate,   sys.runner, sys.files, sys.systemd,
+                   sys.block_devices, sys.mounts, sys.clock, plan,       publish};
+  }
 
   /// A context variable, or "" when absent.
   std::string Var(const std::string& name) const {
@@ -64,11 +85,6 @@ class Role {
   /// it, looking once and never waiting. Roles with nothing to follow refuse.
   virtual Status Follow(RoleEnv& env);
 };
-
-/// Writes `content` to `path` through the plan unless the file already has exactly this
-/// content, mode and owner (then records a keep). `why` explains the write.
-Status EnsureFile(RoleEnv& env, const std::string& path, const std::string& content, mode_t mode,
-                  const std::optional<FileOwner>& owner, const std::string& why);
 
 }  // namespace onehpc
 

@@ -12,13 +12,11 @@
 
 #include "context/settings.h"
 #include "roles/disk/home_disk.h"
+#include "roles/names.h"
 #include "roles/role.h"
 
 namespace onehpc {
 
-inline constexpr char kStorageRole[] = "storage";
-inline constexpr char kOpenOnDemandService[] = "Open OnDemand";
-inline constexpr char kExportsRefreshTimer[] = "one-hpc-exports-refresh.timer";
 
 /// What tests replace; the defaults are the real machine.
 struct StorageOptions {

@@ -3,18 +3,12 @@
 #ifndef ONEHPC_ROLES_WORKER_H_
 #define ONEHPC_ROLES_WORKER_H_
 
-#include <functional>
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "common/clock.h"
-#include "common/retry.h"
-#include "context/onegate.h"
 #include "context/settings.h"
 #include "roles/role.h"
-#include "roles/slurm/protocol.h"
 
 namespace onehpc {
 
@@ -23,60 +17,6 @@ std::unique_ptr<Role> MakeWorkerRole();
 
 /// The worker's own settings (ONEAPP_SLURM_JOIN_TIMEOUT).
 std::vector<SettingSpec> WorkerSettings();
-
-/// What a worker learns about the controller from one extended service document.
-struct ControllerInfo {
-  int vm_id = -1;
-  std::string addr;      ///< SLURM_CONTROLLER_ADDR
-  std::string host;      ///< SLURM_CONTROLLER_HOST
-  std::string munge_key; ///< decoded SLURM_MUNGE_KEY_BASE64 (secret)
-  std::vector<VmNic> nics;      ///< the controller VM's NICs
-  std::vector<VmNic> own_nics;  ///< this VM's NICs ({} when it is not listed yet)
-  std::string own_published_name;  ///< this VM's SLURM_NODENAME as OneGate has it ("" if none)
-  /// The controller VM's USER_TEMPLATE (what else it publishes, e.g. the portal's users).
-  std::map<std::string, std::string> published;
-};
-
-/// Reads the controller from one service document: the role named `controller_role`
-/// ("controller" in OneSlurm, "portal" in Open OnDemand), a node whose USER_TEMPLATE has
-/// READY=YES, the address, host and a valid base64 munge key. kNotFound (role missing,
-/// nothing ready yet) or kInvalidInput (bad published values) otherwise.
-Result<ControllerInfo> ControllerFromService(const ServiceInfo& service, int own_vm_id,
-                                             const std::string& controller_role =
-                                                 slurm::kControllerRole);
-
-/// One `GET /service?extended=true` per attempt until ControllerFromService succeeds; every
-/// failure (OneGate errors, no controller role yet, not ready) is retried with backoff and
-/// jitter until `policy.deadline`; the final error says what was missing last.
-Result<ControllerInfo> DiscoverController(OneGateClient& onegate, int own_vm_id,
-                                          const RetryPolicy& policy, Clock& clock,
-                                          const std::string& controller_role =
-                                              slurm::kControllerRole);
-
-/// How a VM joins a Slurm cluster as a dynamic node (shared by the OneSlurm worker and the
-/// Open OnDemand worker: one implementation, two services).
-struct JoinSetup {
-  std::string controller_role = slurm::kControllerRole;  ///< OneFlow role of slurmctld's VM
-  std::string node_name;
-  Duration timeout{300000};  ///< for the controller to be ready, and for the registration
-  /// Follow mode (a timer, not configure): one look at OneGate, no waiting for a controller
-  /// that is not ready (the next tick looks again).
-  bool once = false;
-  /// Run after the controller is found and before slurmd (re)starts (e.g. the accounts that
-  /// jobs run as, from what the controller publishes).
-  std::function<Status(const ControllerInfo&)> before_slurmd;
-};
-
-/// Finds the controller through OneGate, then: host name, /etc/hosts, munge key, the slurmd
-/// unit of a dynamic node, SLURM_NODENAME published before slurmd registers, slurmd
-/// (re)started when something changed or the node is not registered, the registration
-/// checked, self-drain armed. Returns what it learnt about the controller.
-Result<ControllerInfo> JoinSlurmCluster(RoleEnv& env, const JoinSetup& setup);
-
-/// The Slurm node name of a worker: short SET_HOSTNAME when set, else <prefix><VMID>
-/// (slurm-one-worker-<VMID> for OneSlurm, ood-worker-<VMID> for Open OnDemand).
-Result<std::string> WorkerNodeName(const ContextVars& vars,
-                                   const std::string& prefix = "slurm-one-worker-");
 
 }  // namespace onehpc
 

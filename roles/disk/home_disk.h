@@ -25,12 +25,12 @@
 #include "roles/os/block_devices.h"
 #include "roles/os/mounts.h"
 #include "roles/os/process.h"
+#include "roles/names.h"
 #include "roles/plan.h"
 
 namespace onehpc::disk {
 
 inline constexpr char kHomeLabel[] = "ood-home";
-inline constexpr char kHomeDir[] = "/export/home";
 
 /// Ok when `device` can be opened with O_EXCL (nothing mounts, maps or swaps on it); else
 /// kUnsafe saying why.
@@ -76,7 +76,7 @@ struct HomeDiskInputs {
   std::vector<std::string> candidates;  ///< whole disks, already without root disk and CD
   std::string label = kHomeLabel;
   /// Host path of the home mount point (root prefix applied), to recognise "already ours".
-  std::string mount_point = kHomeDir;
+  std::string mount_point = ood::kHomeExport;
 };
 
 /// Probes and decides. Read-only: safe in `one-hpc plan`. kUnsafe (naming the device and its

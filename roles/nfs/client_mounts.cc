@@ -21,9 +21,9 @@
 #include "common/retry.h"
 #include "roles/disk/mount_unit.h"
 #include "roles/role.h"
-#include "roles/slurm/address.h"
-#include "roles/slurm/hosts.h"
-#include "roles/slurm/units.h"
+#include "roles/host/address.h"
+#include "roles/host/hostname.h"
+#include "roles/ensure.h"
 
 namespace onehpc::nfs {
 namespace {
@@ -39,7 +39,7 @@ bool IsDigits(const std::string& s) {
 // A dotted-quad IPv4 address or a DNS name whose last label is not numeric (so that a
 // mistyped address such as 10.0.1.256 is not taken for a name).
 bool IsValidServer(const std::string& server) {
-  if (slurm::ParseIpv4(server)) return true;
+  if (host::ParseIpv4(server)) return true;
   if (server.empty() || server.size() > 253) return false;
   std::vector<std::string> labels;
   size_t start = 0;
@@ -50,7 +50,7 @@ bool IsValidServer(const std::string& server) {
     start = dot + 1;
   }
   for (const auto& label : labels) {
-    if (!slurm::IsValidHostLabel(label)) return false;
+    if (!host::IsValidHostLabel(label)) return false;
   }
   return !IsDigits(labels.back());
 }
@@ -201,20 +201,11 @@ Status EnsureNfsMount(RoleEnv& env, const NfsMount& m, Duration mount_timeout) {
 
   // 2. The unit (only ours: drop-ins in <unit>.d/ belong to whoever put them there).
   const std::string content = RenderNfsMountUnit(m);
-  auto old = env.files.ReadIfExists(unit_path);
-  if (!old) return Fail(old.error());
-  const bool changed = !old->has_value() || **old != content;
-  if (auto s = EnsureFile(env, unit_path, content, 0644, std::nullopt,
-                          "mount " + what + " on " + m.where + " at every boot: " + m.why);
-      !s) {
-    return s;
-  }
-  if (changed) {
-    auto s = env.plan.Do("systemctl daemon-reload", unit + " changed",
-                         [&] { return env.systemd.DaemonReload(); });
-    if (!s) return s;
-  }
-  if (auto s = slurm::EnsureUnitEnabled(env, unit, "remote-fs.target",
+  auto changed = EnsureFile(env, unit_path, content, 0644, std::nullopt,
+                            "mount " + what + " on " + m.where + " at every boot: " + m.why);
+  if (!changed) return Fail(changed.error());
+  if (auto s = DaemonReloadIf(env, *changed, unit + " changed"); !s) return s;
+  if (auto s = EnsureUnitEnabled(env, unit, "remote-fs.target",
                                         what + " is mounted on " + m.where + " at every boot");
       !s) {
     return s;
@@ -226,7 +217,7 @@ Status EnsureNfsMount(RoleEnv& env, const NfsMount& m, Duration mount_timeout) {
   if (!current) return Fail(current.error());
   if (current->has_value()) {
     const std::string& source = (*current)->source;
-    if (source == what || !changed) {
+    if (source == what || !*changed) {
       env.plan.Keep("mounted " + m.where, source == what
                                               ? "mounted from " + what
                                               : "mounted from " + source + " (" + unit +
@@ -282,7 +273,7 @@ Status EnsureNfsMount(RoleEnv& env, const NfsMount& m, Duration mount_timeout) {
 }
 
 Result<std::string> ResolveIpv4(const std::string& server) {
-  if (slurm::ParseIpv4(server)) return server;
+  if (host::ParseIpv4(server)) return server;
   if (!IsValidServer(server)) {
     return Fail(ErrorKind::kInvalidInput,
                 "'" + server + "' is neither an IPv4 address nor a DNS name");
@@ -315,7 +306,7 @@ Result<std::string> ParseRouteGetJson(const std::string& json, const std::string
   if (!doc.is_array() || doc.empty() || !doc[0].is_object()) return bad("no route object");
   auto it = doc[0].find("prefsrc");
   if (it == doc[0].end()) return bad("no \"prefsrc\" (source address)");
-  if (!it->is_string() || !slurm::ParseIpv4(it->get<std::string>())) {
+  if (!it->is_string() || !host::ParseIpv4(it->get<std::string>())) {
     return bad("\"prefsrc\" is not an IPv4 address");
   }
   return it->get<std::string>();
@@ -345,17 +336,6 @@ WriteProbe::Outcome RealWriteProbe::CreateAndRemove(const std::string& path) {
   return {};
 }
 
-WriteProbe::Outcome FakeWriteProbe::CreateAndRemove(const std::string& path) {
-  paths_.push_back(path);
-  if (!script_.empty()) {
-    int error = script_.front();
-    script_.pop_front();
-    if (error != 0) return {error, "create"};
-    return {};
-  }
-  if (always_ != 0) return {always_, "create"};
-  return {};
-}
 
 Status CheckRootCanWrite(RoleEnv& env, const NfsMount& m, Duration deadline, WriteProbe& probe) {
   if (auto s = ValidateNfsMount(m); !s) return s;

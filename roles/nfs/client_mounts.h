@@ -114,23 +114,6 @@ class RealWriteProbe : public WriteProbe {
   Outcome CreateAndRemove(const std::string& path) override;
 };
 
-/// Answers from a script of errnos (then success), recording every path, for unit tests.
-class FakeWriteProbe : public WriteProbe {
- public:
-  /// The next attempts fail with these errnos in order (the step is "create").
-  void FailNext(std::vector<int> errors) {
-    script_.insert(script_.end(), errors.begin(), errors.end());
-  }
-  /// Every attempt fails with `error` (0: every attempt succeeds).
-  void FailAlways(int error) { always_ = error; }
-  Outcome CreateAndRemove(const std::string& path) override;
-  const std::vector<std::string>& paths() const { return paths_; }
-
- private:
-  std::deque<int> script_;
-  int always_ = 0;
-  std::vector<std::string> paths_;
-};
 
 /// Proves that root can create and remove a file in m.where (mounted): the probe
 /// <where>/.one-hpc-root-probe.<pid> through `probe`, retried on every error with backoff

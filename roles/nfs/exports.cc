@@ -1,5 +1,7 @@
 #include "roles/nfs/exports.h"
 
+#include "roles/host/container.h"
+
 #include <algorithm>
 #include <set>
 
@@ -8,13 +10,13 @@
 #include <nlohmann/json.hpp>
 
 #include "common/log.h"
-#include "roles/slurm/address.h"
+#include "roles/host/address.h"
 
 namespace onehpc::nfs {
 namespace {
 
-using slurm::ParseIpv4;
-using slurm::ParseMask;
+using host::ParseIpv4;
+using host::ParseMask;
 
 std::string Ipv4Text(uint32_t v) {
   return fmt::format("{}.{}.{}.{}", v >> 24, (v >> 16) & 0xff, (v >> 8) & 0xff, v & 0xff);
@@ -43,8 +45,6 @@ std::optional<std::string> NetworkCidr(const std::string& ip, const std::string&
   return Ipv4Text(*addr & *m) + "/" + std::to_string(PrefixLength(*m));
 }
 
-bool InContainer(const Files& files) { return files.Exists(kContainerMarker); }
-
 bool CidrContains(const std::string& cidr, const std::string& ip) {
   auto slash = cidr.find('/');
   if (slash == std::string::npos) return false;
@@ -55,7 +55,7 @@ bool CidrContains(const std::string& cidr, const std::string& ip) {
 }
 
 Result<std::string> ComputeNetwork(const ContextVars& vars) {
-  auto nics = slurm::ContextNics(vars);
+  auto nics = host::ContextNics(vars);
   if (nics.empty()) {
     return Fail(ErrorKind::kInvalidInput,
                 "no IPv4 address in the context (ETH0_IP, ETH1_IP...): the storage role needs "
@@ -86,15 +86,15 @@ std::string RenderExports(const ExportsConfig& config) {
                                     : fmt::format("{}", fmt::join(config.portal_ips, " "))) +
          "; compute network (root_squash): " + config.compute_net + "\n";
   if (config.export_home) {
-    out += std::string(kHomeExport) +
+    out += std::string(ood::kHomeExport) +
            Clients(config.portal_ips, with(home_opts, "no_root_squash")) +
            Clients({config.compute_net}, with(home_opts, "root_squash")) + "\n";
   }
   if (!config.portal_ips.empty()) {
-    out += std::string(kSlurmExport) +
+    out += std::string(ood::kSlurmExport) +
            Clients(config.portal_ips, std::string(kBase) + ",no_root_squash,fsid=2") + "\n";
   }
-  out += std::string(kSoftwareExport) +
+  out += std::string(ood::kSoftwareExport) +
          Clients({config.compute_net}, std::string(kBase) + ",root_squash,fsid=3") + "\n";
   return out;
 }
@@ -201,7 +201,7 @@ Result<bool> EnsureExports(Plan& plan, Files& files, ProcessRunner& runner,
   } else {
     plan.Keep(kExportsFile, "already up to date");
   }
-  if ((changed || force_exportfs) && InContainer(files)) {
+  if ((changed || force_exportfs) && host::InContainer(files)) {
     log::Warn("exports: exportfs -ra not run: {}", kContainerTransport);
     plan.Keep("exportfs -ra", std::string("not run: ") + kContainerTransport);
   } else if ((changed || force_exportfs) && !live) {
@@ -264,6 +264,30 @@ Result<RefreshOutcome> RefreshExports(Files& files, ProcessRunner& runner,
   if (!changed) return Fail(changed.error());
   outcome.changed = *changed;
   return outcome;
+}
+
+std::vector<std::string> PortalIpsOrLastGood(const Files& files, OneGateClient* onegate,
+                                             const std::string& net) {
+  std::vector<std::string> last_good;
+  if (auto text = files.ReadIfExists(kStateFile); text && text->has_value()) {
+    if (auto state = ParseStateJson(**text)) last_good = state->portal_ips;
+  }
+  if (onegate == nullptr) {
+    log::Warn("storage: no OneGate (TOKEN=YES missing): the portal gets no root access until "
+              "the refresher can read the service; keeping [{}]",
+              fmt::join(last_good, " "));
+    return last_good;
+  }
+  auto service = onegate->GetService(/*extended=*/true);
+  auto ips = service ? PortalAddresses(*service, net) : Fail(service.error());
+  if (!ips) {
+    log::Warn("storage: cannot read the portal's address from OneGate ({}); keeping the last "
+              "good list [{}]",
+              ips.error().message, fmt::join(last_good, " "));
+    return last_good;
+  }
+  log::Info("storage: portal compute address(es) [{}]", fmt::join(*ips, " "));
+  return *ips;
 }
 
 }  // namespace onehpc::nfs

@@ -23,6 +23,7 @@
 #include "context/onegate.h"
 #include "roles/os/files.h"
 #include "roles/os/process.h"
+#include "roles/names.h"
 #include "roles/plan.h"
 
 namespace onehpc::nfs {
@@ -30,20 +31,9 @@ namespace onehpc::nfs {
 inline constexpr char kExportsFile[] = "/etc/exports.d/one-hpc.exports";
 /// What configure decided (network, home export, disk) and the last good portal list.
 inline constexpr char kStateFile[] = "/var/lib/one-hpc/storage-exports.json";
-inline constexpr char kHomeExport[] = "/export/home";
-inline constexpr char kSlurmExport[] = "/export/slurm";
-inline constexpr char kSoftwareExport[] = "/export/software";
-inline constexpr char kPortalRole[] = "portal";
-/// systemd writes this file when it runs in a container (systemd-nspawn, the lab).
-inline constexpr char kContainerMarker[] = "/run/systemd/container";
 /// Why nothing is served in a container (logged and recorded in the plan).
 inline constexpr char kContainerTransport[] =
     "in a container the NFS transport is stood in by bind mounts";
-
-/// True when this system is a container (kContainerMarker exists, read through `files` so
-/// that --root runs see the tree's marker): kernel NFS cannot be served there, and the block
-/// devices in view are the host's.
-bool InContainer(const Files& files);
 
 /// "10.1.0.0/24" from an address and a mask ("255.255.255.0" or "24"); nullopt if invalid.
 std::optional<std::string> NetworkCidr(const std::string& ip, const std::string& mask);
@@ -73,13 +63,13 @@ Result<ExportsConfig> ParseStateJson(const std::string& text);
 /// document).
 Result<std::vector<std::string>> PortalAddresses(const ServiceInfo& service,
                                                  const std::string& compute_net,
-                                                 const std::string& portal_role = kPortalRole);
+                                                 const std::string& portal_role = ood::kPortalRole);
 
 /// Writes the state file and the exports file when they differ (atomically, through the
 /// plan), and runs `exportfs -ra` when the exports changed (or `force_exportfs`). `live` =
 /// false (files under a --root that is not the running system) records a keep instead of
 /// running exportfs, which always acts on the running system; so does a container
-/// (InContainer), where there is no kernel NFS server. Returns whether the exports file
+/// (host::InContainer), where there is no kernel NFS server. Returns whether the exports file
 /// changed.
 Result<bool> EnsureExports(Plan& plan, Files& files, ProcessRunner& runner,
                            const ExportsConfig& config, bool force_exportfs = false,
@@ -100,6 +90,12 @@ struct RefreshOutcome {
 Result<RefreshOutcome> RefreshExports(Files& files, ProcessRunner& runner,
                                       const std::function<Result<ServiceInfo>()>& get_service,
                                       bool live = true);
+
+/// The portal's compute address(es) from OneGate's service document; when OneGate is
+/// missing or fails, the last good list saved in kStateFile (a OneGate hiccup never cuts the
+/// portal off its homes and its state).
+std::vector<std::string> PortalIpsOrLastGood(const Files& files, OneGateClient* onegate,
+                                             const std::string& net);
 
 }  // namespace onehpc::nfs
 

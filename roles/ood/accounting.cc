@@ -14,9 +14,57 @@
 #include <fmt/format.h>
 
 #include "common/log.h"
+#include "common/retry.h"
+#include "roles/ensure.h"
+#include "roles/role.h"
+#include "roles/slurm/munge.h"
+#include "roles/slurm/slurm_conf.h"
 
 namespace onehpc::ood {
 namespace {
+
+constexpr char kMariaDbUnit[] = "mariadb.service";
+constexpr char kSlurmdbdUnit[] = "slurmdbd.service";
+constexpr char kSlurmdbdConf[] = "/etc/slurm/slurmdbd.conf";
+constexpr char kAccountingDb[] = "slurm_acct_db";
+constexpr Duration kDaemonTimeout{90000};
+const FileOwner kSlurmOwner{"slurm", "slurm"};
+
+// Runs SQL through the mariadb client as root (unix socket); the text goes on stdin, so a
+// password in it never reaches a command line.
+Result<std::string> RunSql(RoleEnv& env, const std::string& sql,
+                           const std::vector<std::string>& secrets = {}) {
+  Command c;
+  c.argv = {"mariadb", "--batch", "--skip-column-names"};
+  c.stdin_data = sql;
+  c.secrets = secrets;
+  c.timeout = Duration(60000);
+  auto r = RunChecked(env.runner, c);
+  if (!r) return Fail(r.error());
+  return r->out;
+}
+
+// The StoragePass= of an existing slurmdbd.conf ("" when none).
+std::string ExistingDbPassword(const std::string& conf) {
+  auto v = slurm::SlurmConfValue(conf, "StoragePass");
+  return v ? *v : std::string();
+}
+
+std::string RenderSlurmdbdConf(const std::string& password) {
+  return "# Written by one-hpc (Open OnDemand portal) at every configure; local edits are\n"
+         "# overwritten. The database is dumped to the state export every 30 minutes.\n"
+         "AuthType=auth/munge\n"
+         "DbdHost=localhost\n"
+         "DbdPort=6819\n"
+         "SlurmUser=slurm\n"
+         "PidFile=/run/slurmdbd.pid\n"
+         "StorageType=accounting_storage/mysql\n"
+         "StorageHost=localhost\n"
+         "StorageLoc=" + std::string(kAccountingDb) + "\n"
+         "StorageUser=slurm\n"
+         "StoragePass=" + password + "\n";
+}
+
 
 constexpr size_t kTailBytes = 4096;
 
@@ -232,6 +280,152 @@ Result<std::optional<std::string>> RestoreNewestComplete(const AccountingOptions
   log::Warn("accounting: {} is empty and no complete dump is in {}; starting empty",
             options.database, options.backup_dir);
   return std::optional<std::string>();
+}
+
+// MariaDB, the accounting database and its user, the restore of the newest complete dump
+// into an empty database (a replaced portal), then slurmdbd.
+Status SetUpAccounting(RoleEnv& env, const std::string& backup_dir) {
+  if (auto s = EnsureUnitEnabled(env, kMariaDbUnit, "multi-user.target",
+                                        "the Slurm accounting database");
+      !s) {
+    return s;
+  }
+  if (auto s = EnsureUnitRunning(env, kMariaDbUnit, false, "", "slurmdbd stores there");
+      !s) {
+    return s;
+  }
+  if (!env.plan.dry_run()) {
+    if (auto w = env.systemd.WaitActive(kMariaDbUnit, kDaemonTimeout, env.clock); !w) return w;
+  }
+
+  auto current = env.files.ReadIfExists(kSlurmdbdConf);
+  if (!current) return Fail(current.error());
+  std::string password = current->has_value() ? ExistingDbPassword(**current) : "";
+  bool new_password = password.empty();
+  if (new_password) {
+    auto bytes = slurm::RandomBytes(24);
+    if (!bytes) return Fail(bytes.error());
+    static const char* kHex = "0123456789abcdef";
+    for (unsigned char c : *bytes) {
+      password += kHex[c >> 4];
+      password += kHex[c & 15];
+    }
+  }
+  log::AddSecret(password);
+
+  bool ready = false;
+  if (!env.plan.dry_run()) {
+    auto probe = RunSql(env,
+                        "SELECT (SELECT COUNT(*) FROM information_schema.schemata WHERE "
+                        "schema_name='" + std::string(kAccountingDb) + "'), (SELECT COUNT(*) FROM "
+                        "mysql.global_priv WHERE User='slurm' AND Host='localhost');\n");
+    if (!probe) return Fail(probe.error().WithContext("MariaDB does not answer"));
+    std::string p = *probe;
+    p.erase(std::remove_if(p.begin(), p.end(), [](char c) { return c == '\n' || c == '\r'; }),
+            p.end());
+    ready = p == "1\t1" && !new_password;
+  }
+  if (ready) {
+    env.plan.Keep("database " + std::string(kAccountingDb) + " and user slurm@localhost",
+                  "exist; the password in " + std::string(kSlurmdbdConf) + " is kept");
+  } else {
+    auto s = env.plan.Do(
+        "create database " + std::string(kAccountingDb) + " and user slurm@localhost",
+        "slurmdbd stores the job accounting there (SQL on the client's stdin)", [&]() -> Status {
+          std::string sql = "CREATE DATABASE IF NOT EXISTS " + std::string(kAccountingDb) +
+                            ";\nCREATE USER IF NOT EXISTS 'slurm'@'localhost' IDENTIFIED BY '" +
+                            password + "';\nALTER USER 'slurm'@'localhost' IDENTIFIED BY '" +
+                            password + "';\nGRANT ALL ON " + kAccountingDb +
+                            ".* TO 'slurm'@'localhost';\n";
+          auto r = RunSql(env, sql, {password});
+          if (!r) return Fail(r.error());
+          return Ok();
+        });
+    if (!s) return s;
+  }
+
+  // Before slurmdbd ever starts on this VM: it would create empty tables, and an empty
+  // database is what tells a replaced portal to restore.
+  AccountingOptions options;
+  options.database = kAccountingDb;
+  options.backup_dir = env.files.HostPath(backup_dir);
+  if (env.plan.dry_run()) {
+    env.plan.Keep("restore of " + std::string(kAccountingDb),
+                  "checked at configure: the newest complete dump is loaded when the "
+                  "database has no table");
+  } else {
+    auto restored = RestoreNewestComplete(options, env.runner);
+    if (!restored) {
+      return Fail(restored.error().WithContext("restoring the accounting database"));
+    }
+    if (restored->has_value()) {
+      env.plan.Do("restored " + std::string(kAccountingDb) + " from " + **restored,
+                  "the database was empty (a new portal) and the state export holds a dump",
+                  [] { return Ok(); });
+    } else {
+      env.plan.Keep(kAccountingDb, "not empty, or no complete dump to restore");
+    }
+  }
+
+  auto conf_changed = EnsureFile(env, kSlurmdbdConf, RenderSlurmdbdConf(password), 0600,
+                                 kSlurmOwner, "slurmdbd: the accounting database on this host");
+  if (!conf_changed) return Fail(conf_changed.error());
+  if (auto s = EnsureUnitEnabled(env, kSlurmdbdUnit, "multi-user.target",
+                                        "Slurm's accounting daemon");
+      !s) {
+    return s;
+  }
+  if (auto s = EnsureUnitRunning(env, kSlurmdbdUnit, *conf_changed && current->has_value(),
+                                        "slurmdbd.conf changed", "slurmctld sends job records");
+      !s) {
+    return s;
+  }
+  if (!env.plan.dry_run()) {
+    if (auto w = env.systemd.WaitActive(kSlurmdbdUnit, kDaemonTimeout, env.clock); !w) return w;
+  }
+  return Ok();
+}
+
+// The service's cluster in the accounting database (sacctmgr reads slurm.conf to find
+// slurmdbd, so this runs after the controller is set up).
+Status EnsureClusterRegistered(RoleEnv& env, const std::string& cluster) {
+  if (env.plan.dry_run()) {
+    env.plan.Keep("cluster " + cluster + " in the accounting database",
+                  "checked at configure");
+    return Ok();
+  }
+  auto listed = Retry<std::string>(
+      RetryPolicy::Until(kDaemonTimeout), env.clock, "waiting for slurmdbd to answer sacctmgr",
+      [](const Error&) { return true; }, [&]() -> Result<std::string> {
+        Command c;
+        c.argv = {"sacctmgr", "--noheader", "--parsable2", "list", "cluster", "format=cluster"};
+        c.timeout = Duration(20000);
+        auto r = RunChecked(env.runner, c);
+        if (!r) return Fail(r.error());
+        return r->out;
+      });
+  if (!listed) return Fail(listed.error().WithContext("slurmdbd does not answer"));
+  bool registered = false;
+  for (size_t b = 0; b < listed->size();) {
+    size_t e = listed->find('\n', b);
+    if (e == std::string::npos) e = listed->size();
+    registered = registered || listed->compare(b, e - b, cluster) == 0;
+    b = e + 1;
+  }
+  if (registered) {
+    env.plan.Keep("cluster " + cluster, "registered in the accounting database");
+    return Ok();
+  }
+  return env.plan.Do("sacctmgr add cluster " + cluster,
+                     "job records of this cluster go to the accounting database",
+                     [&]() -> Status {
+                       Command c;
+                       c.argv = {"sacctmgr", "--immediate", "add", "cluster", cluster};
+                       c.timeout = Duration(30000);
+                       auto r = RunChecked(env.runner, c);
+                       if (!r) return Fail(r.error());
+                       return Ok();
+                     });
 }
 
 }  // namespace onehpc::ood

@@ -21,6 +21,10 @@
 #include "common/error.h"
 #include "roles/os/process.h"
 
+namespace onehpc {
+struct RoleEnv;
+}
+
 namespace onehpc::ood {
 
 inline constexpr const char* kDumpCompleted = "-- Dump completed";
@@ -59,6 +63,15 @@ Result<std::vector<std::string>> PruneDumps(const AccountingOptions& options);
 /// path, or nullopt if nothing was done (database not empty, or no complete dump).
 Result<std::optional<std::string>> RestoreNewestComplete(const AccountingOptions& options,
                                                          ProcessRunner& runner);
+
+/// MariaDB, the accounting database and its user (a generated password, only in
+/// slurmdbd.conf), the restore of the newest complete dump in `backup_dir` into an empty
+/// database (a replaced portal), then slurmdbd.
+Status SetUpAccounting(RoleEnv& env, const std::string& backup_dir);
+
+/// `cluster` in the accounting database (sacctmgr reads slurm.conf to find slurmdbd, so this
+/// runs after the controller is set up).
+Status EnsureClusterRegistered(RoleEnv& env, const std::string& cluster);
 
 }  // namespace onehpc::ood
 

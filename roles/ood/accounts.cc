@@ -442,7 +442,7 @@ Status EnsureLocalAccounts(RoleEnv& env, const std::vector<LocalUser>& users, Ac
   if (auto s =
           EnsureFile(env, kAccountsStateFile, RenderState(next), 0600, std::nullopt, state_why);
       !s) {
-    return s;
+    return Fail(s.error());
   }
 
   std::vector<std::string> created, changed, passwords, disabled;

@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "roles/names.h"
 #include "roles/ood/users.h"
 
 namespace onehpc {
@@ -55,8 +56,6 @@ enum class AccountMode {
 
 /// The names (and uids) of the accounts one-hpc manages, and which of them are disabled.
 inline constexpr char kAccountsStateFile[] = "/var/lib/one-hpc/ood-accounts.json";
-/// OneGate attribute the portal publishes: FormatUserTable of its users.
-inline constexpr char kAttrUserTable[] = "OOD_USERS";
 /// The kAttrUserTable value for "no user" (OneGate cannot store an empty value).
 inline constexpr char kNoUsers[] = "none";
 inline constexpr char kAccountComment[] = "one-hpc OOD user";

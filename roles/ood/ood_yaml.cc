@@ -6,10 +6,14 @@
 #include <yaml-cpp/yaml.h>
 
 #include "common/log.h"
+#include "roles/ensure.h"
 #include "roles/ood/settings.h"
+#include "roles/role.h"
 
 namespace onehpc::ood {
 namespace {
+
+constexpr char kPamService[] = "/etc/pam.d/ood";
 
 tl::unexpected<Error> Invalid(const std::string& message) {
   return Fail(ErrorKind::kInvalidInput, message);
@@ -176,5 +180,46 @@ Result<std::vector<ClusterYamlInput>> ClustersFromSettings(const Settings& setti
   clusters.push_back(std::move(site));
   return clusters;
 }
+
+Status WriteOodConfig(RoleEnv& env, const std::string& servername,
+                      const std::vector<ClusterYamlInput>& clusters) {
+  PortalYamlInput portal;
+  portal.servername = servername;
+  auto yaml = RenderPortalYaml(portal);
+  if (!yaml) return Fail(yaml.error());
+  if (auto s = EnsureFile(env, std::string(kOodConfigDir) + "/ood_portal.yml", *yaml, 0600,
+                          std::nullopt, "Open OnDemand's portal (Apache) configuration");
+      !s) {
+    return Fail(s.error());
+  }
+  if (auto s = EnsureFile(env, kPamService,
+                          "# Written by one-hpc: Open OnDemand authenticates the local users\n"
+                          "@include common-auth\n@include common-account\n",
+                          0644, std::nullopt, "the portal's login checks the local accounts");
+      !s) {
+    return Fail(s.error());
+  }
+  std::string dir = std::string(kOodConfigDir) + "/clusters.d";
+  for (const auto& c : clusters) {
+    auto text = RenderClusterYaml(c);
+    if (!text) return Fail(text.error());
+    if (auto s = EnsureFile(env, dir + "/" + c.id + ".yml", *text, 0644, std::nullopt,
+                            "Open OnDemand cluster '" + c.id + "'");
+        !s) {
+      return Fail(s.error());
+    }
+  }
+  // A site cluster switched off: its file goes (it is ours: one-hpc names it).
+  std::string site = dir + "/" + env.settings.GetString(kSiteSlurmCluster) + ".yml";
+  bool listed = std::any_of(clusters.begin(), clusters.end(), [&](const auto& c) {
+    return dir + "/" + c.id + ".yml" == site;
+  });
+  if (!listed && env.files.Exists(site)) {
+    return env.plan.Do("remove " + site, std::string(kSiteSlurmEnabled) + " is NO",
+                       [&] { return env.files.Remove(site); });
+  }
+  return Ok();
+}
+
 
 }  // namespace onehpc::ood

@@ -14,6 +14,10 @@
 #include "common/error.h"
 #include "context/settings.h"
 
+namespace onehpc {
+struct RoleEnv;
+}
+
 namespace onehpc::ood {
 
 inline constexpr const char* kOodConfigDir = "/etc/ood/config";
@@ -60,6 +64,11 @@ Result<std::vector<ClusterYamlInput>> ClustersFromSettings(const Settings& setti
 
 /// True for a DNS name or dotted IPv4 address (letters, digits, '-', '.').
 bool IsValidHostName(const std::string& host);
+
+/// ood_portal.yml (0600), the PAM service of the portal's login, one clusters.d file per
+/// cluster, and the removal of the site cluster's file when the site cluster is switched off.
+Status WriteOodConfig(RoleEnv& env, const std::string& servername,
+                      const std::vector<ClusterYamlInput>& clusters);
 
 }  // namespace onehpc::ood
 

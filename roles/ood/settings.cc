@@ -1,6 +1,6 @@
 #include "roles/ood/settings.h"
 
-#include "roles/controller.h"
+#include "roles/slurm/controller_setup.h"
 #include "roles/ood/users.h"
 
 namespace onehpc::ood {
@@ -69,10 +69,8 @@ std::vector<SettingSpec> PortalSettings() {
 
   std::vector<SettingSpec> specs = {users, host, site, site_host, title, cluster};
   for (auto& spec : SharedNfsSettings()) specs.push_back(spec);
-  for (auto spec : ControllerSettings()) {
-    spec.roles = {kPortalRole};  // the service template sets it to the workers' max_vms
-    specs.push_back(spec);
-  }
+  // The service template sets it to the workers' max_vms.
+  specs.push_back(MaxNodesSetting(kPortalRole));
   return specs;
 }
 

@@ -10,11 +10,10 @@
 #include "common/error.h"
 
 #include "context/settings.h"
+#include "roles/names.h"
 
 namespace onehpc::ood {
 
-inline constexpr const char* kPortalRole = "portal";
-inline constexpr const char* kWorkerRole = "ood-worker";
 inline constexpr const char* kNfsHost = "ONEAPP_NFS_HOST";
 inline constexpr const char* kHomeNfsEnabled = "ONEAPP_HOME_NFS_ENABLED";
 inline constexpr const char* kHomeNfsServer = "ONEAPP_HOME_NFS_SERVER";

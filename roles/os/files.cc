@@ -259,8 +259,8 @@ Status Files::WriteAtomic(const std::string& path, const std::string& content, m
   return Ok();
 }
 
-Result<bool> Files::WriteIfChanged(const std::string& path, const std::string& content,
-                                   mode_t mode, const std::optional<FileOwner>& owner) {
+Result<bool> Files::Matches(const std::string& path, const std::string& content, mode_t mode,
+                            const std::optional<FileOwner>& owner) const {
   if (auto s = CheckPath(path); !s) return Fail(s.error());
   auto ids = ResolveOwner(root_, owner);
   if (!ids) return Fail(ids.error().WithContext("cannot write " + HostPath(path)));
@@ -278,13 +278,13 @@ Result<bool> Files::WriteIfChanged(const std::string& path, const std::string& c
   } else if (errno != ENOENT) {
     return Fail(ErrorKind::kIo, "cannot stat " + host + ": " + Errno(errno));
   }
-  if (same) return false;
-  if (auto s = WriteAtomic(path, content, mode, owner); !s) return Fail(s.error());
-  return true;
+  return same;
 }
 
-Status Files::MakeDirs(const std::string& path, mode_t mode) {
+Status Files::MakeDirs(const std::string& path, mode_t mode, const std::optional<FileOwner>& owner) {
   if (auto s = CheckPath(path); !s) return s;
+  auto ids = ResolveOwner(root_, owner);
+  if (!ids) return Fail(ids.error().WithContext("cannot create directory " + HostPath(path)));
   if (!root_.empty()) {
     struct stat st;
     if (::stat(root_.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
@@ -314,6 +314,15 @@ Status Files::MakeDirs(const std::string& path, mode_t mode) {
     if (::stat(current.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
       return Fail(ErrorKind::kIo, "cannot create directory " + current +
                                       ": it exists and is not a directory");
+    }
+  }
+  if (owner) {
+    const std::string host = HostPath(path);
+    if (::chown(host.c_str(), ids->uid, ids->gid) != 0) {
+      return Fail(ErrorKind::kIo, "cannot chown " + host + ": " + Errno(errno));
+    }
+    if (::chmod(host.c_str(), mode & 07777) != 0) {
+      return Fail(ErrorKind::kIo, "cannot chmod " + host + ": " + Errno(errno));
     }
   }
   return Ok();

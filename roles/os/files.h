@@ -40,10 +40,14 @@ class Files {
   /// followed.
   Status WriteAtomic(const std::string& path, const std::string& content, mode_t mode,
                      const std::optional<FileOwner>& owner = std::nullopt);
-  /// WriteAtomic only when the content, mode or owner differ; returns whether it wrote.
-  Result<bool> WriteIfChanged(const std::string& path, const std::string& content, mode_t mode,
-                              const std::optional<FileOwner>& owner = std::nullopt);
-  Status MakeDirs(const std::string& path, mode_t mode = 0755);
+  /// True when `path` is a regular file with exactly this content, mode and owner (what
+  /// WriteAtomic would leave); false when it differs or does not exist.
+  Result<bool> Matches(const std::string& path, const std::string& content, mode_t mode,
+                       const std::optional<FileOwner>& owner = std::nullopt) const;
+  /// Creates the missing directories of `path` with `mode`. With `owner`, the last one gets
+  /// that owner and `mode` even when it exists (as `install -d -o -g -m`).
+  Status MakeDirs(const std::string& path, mode_t mode = 0755,
+                  const std::optional<FileOwner>& owner = std::nullopt);
   /// Removes a file; a missing file is fine.
   Status Remove(const std::string& path);
   Result<std::vector<std::string>> List(const std::string& dir) const;

@@ -526,33 +526,20 @@ Result<ProcessResult> RunChecked(ProcessRunner& runner, const Command& command) 
   return Fail(ErrorKind::kProcess, message);
 }
 
-void FakeProcessRunner::On(std::vector<std::string> argv_prefix, ProcessResult result) {
-  rules_.emplace_back(std::move(argv_prefix),
-                      [result = std::move(result)](const Command&) { return result; });
-}
-
-void FakeProcessRunner::On(std::vector<std::string> argv_prefix, Responder responder) {
-  rules_.emplace_back(std::move(argv_prefix), std::move(responder));
-}
-
-Result<ProcessResult> FakeProcessRunner::Run(const Command& command) {
-  commands_.push_back(command);
-  log::Debug("run (fake): {}", ArgvText(command));
-  for (auto it = rules_.rbegin(); it != rules_.rend(); ++it) {
-    const auto& prefix = it->first;
-    if (prefix.size() <= command.argv.size() &&
-        std::equal(prefix.begin(), prefix.end(), command.argv.begin())) {
-      return it->second(command);
-    }
+std::string ProcessText(const ProcessResult& result) {
+  auto trimmed = [](const std::string& s) {
+    const char* ws = " \t\r\n";
+    size_t b = s.find_first_not_of(ws);
+    if (b == std::string::npos) return std::string();
+    return s.substr(b, s.find_last_not_of(ws) - b + 1);
+  };
+  std::string text = trimmed(result.err);
+  if (text.empty()) text = trimmed(result.out);
+  for (char& c : text) {
+    if (c == '\n') c = ' ';
   }
-  return default_;
-}
-
-std::vector<std::string> FakeProcessRunner::Argvs() const {
-  std::vector<std::string> out;
-  out.reserve(commands_.size());
-  for (const auto& command : commands_) out.push_back(log::QuoteArgv(command.argv));
-  return out;
+  if (text.size() > 400) text = text.substr(0, 400) + "...";
+  return text;
 }
 
 }  // namespace onehpc

@@ -43,6 +43,10 @@ struct ProcessResult {
   static constexpr size_t kMaxOutput = 4 * 1024 * 1024;
 };
 
+/// Trimmed stderr (or stdout when stderr is empty) of a result on one line, for error
+/// messages.
+std::string ProcessText(const ProcessResult& result);
+
 /// Starts a program and waits for it. An Error (kProcess) means it could not be started;
 /// a non-zero exit or a timeout is a ProcessResult, not an Error.
 class ProcessRunner {
@@ -63,26 +67,6 @@ class RealProcessRunner : public ProcessRunner {
 /// (all redacted).
 Result<ProcessResult> RunChecked(ProcessRunner& runner, const Command& command);
 
-/// Records every command and answers from a script, for unit tests of role logic.
-class FakeProcessRunner : public ProcessRunner {
- public:
-  using Responder = std::function<ProcessResult(const Command&)>;
-  /// Commands whose argv starts with `argv_prefix` get `result` (last match added wins).
-  void On(std::vector<std::string> argv_prefix, ProcessResult result);
-  void On(std::vector<std::string> argv_prefix, Responder responder);
-  /// Result for commands no rule matches (default: exit 0, no output).
-  void SetDefault(ProcessResult result) { default_ = std::move(result); }
-  Result<ProcessResult> Run(const Command& command) override;
-
-  const std::vector<Command>& commands() const { return commands_; }
-  /// The argv of every command run, each rendered with log::QuoteArgv.
-  std::vector<std::string> Argvs() const;
-
- private:
-  std::vector<std::pair<std::vector<std::string>, Responder>> rules_;
-  ProcessResult default_{0, 0, false, "", ""};
-  std::vector<Command> commands_;
-};
 
 }  // namespace onehpc
 

@@ -8,8 +8,8 @@
 #include "common/base64.h"
 #include "common/log.h"
 #include "roles/role.h"
-#include "roles/slurm/protocol.h"
-#include "roles/slurm/units.h"
+#include "roles/names.h"
+#include "roles/ensure.h"
 
 namespace onehpc::slurm {
 namespace {

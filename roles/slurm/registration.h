@@ -10,8 +10,8 @@
 #include "common/error.h"
 #include "roles/os/files.h"
 #include "roles/slurm/nodes.h"
-#include "roles/slurm/protocol.h"
-#include "roles/slurm/scontrol.h"
+#include "roles/names.h"
+#include "roles/slurm/slurm_client.h"
 
 namespace onehpc::slurm {
 

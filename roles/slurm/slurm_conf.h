@@ -7,7 +7,7 @@
 #include <string_view>
 
 #include "roles/os/files.h"
-#include "roles/slurm/protocol.h"
+#include "roles/names.h"
 
 namespace onehpc::slurm {
 

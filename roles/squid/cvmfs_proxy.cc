@@ -8,7 +8,7 @@
 
 #include "common/log.h"
 #include "roles/role.h"
-#include "roles/slurm/units.h"
+#include "roles/ensure.h"
 
 namespace onehpc::squid {
 
@@ -211,12 +211,12 @@ Status EnsureCvmfsProxy(RoleEnv& env, const std::string& compute_net) {
         });
     if (!s) return s;
   }
-  if (auto s = slurm::EnsureUnitEnabled(env, kSquidUnit, "multi-user.target",
+  if (auto s = EnsureUnitEnabled(env, kSquidUnit, "multi-user.target",
                                         "the CernVM-FS proxy must come back after a reboot");
       !s) {
     return s;
   }
-  return slurm::EnsureUnitRunning(env, kSquidUnit, changed,
+  return EnsureUnitRunning(env, kSquidUnit, changed,
                                   "its configuration changed",
                                   "serves CernVM-FS to the compute network on :3128");
 }

@@ -10,6 +10,8 @@
 #include "common/log.h"
 #include "roles/configure.h"
 #include "tests/simulator/onegate_simulator.h"
+#include "tests/fakes/process_runner.h"
+#include "tests/fakes/clock.h"
 
 namespace onehpc {
 namespace {
@@ -29,10 +31,10 @@ class ProbeRole : public Role {
     return {fail};
   }
   Status Configure(RoleEnv& env) override {
-    if (Status s = EnsureFile(env, "/etc/probe.conf", "probe=1\n", 0644, std::nullopt,
-                              "the probe role needs it");
+    if (auto s = EnsureFile(env, "/etc/probe.conf", "probe=1\n", 0644, std::nullopt,
+                            "the probe role needs it");
         !s) {
-      return s;
+      return Fail(s.error());
     }
     if (env.settings.GetBool("ONEAPP_PROBE_FAIL")) {
       return Fail(ErrorKind::kProcess, "slurmctld did not start: \"exit 1\", see [log]\nmore");
@@ -84,13 +86,13 @@ class ConfigureFlowTest : public ::testing::Test {
   int service_ = -1;
   sim::VmHandle vm_;
   std::filesystem::path root_;
-  FakeProcessRunner runner_;
+  fakes::FakeProcessRunner runner_;
   Files files_{""};
   SystemctlSystemd systemd_{runner_, "/nonexistent"};
   BlkidBlockDevices block_devices_;
   LibmountMounts mounts_;
   CurlTransport http_;
-  FakeClock clock_;
+  fakes::FakeClock clock_;
   SystemAdapters adapters_{runner_, files_, systemd_, block_devices_, mounts_, clock_, http_};
 
  public:

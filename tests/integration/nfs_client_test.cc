@@ -40,6 +40,7 @@
 #include "roles/plan.h"
 #include "roles/role.h"
 #include "tests/integration/loop_devices.h"
+#include "tests/fakes/http.h"
 
 namespace onehpc::nfs {
 namespace {
@@ -219,8 +220,9 @@ TEST_F(NfsClientRealTest, CheckRootCanWriteOnReadOnlyImmutableAndWritableDirecto
     LibmountMounts mounts;
     RealClock clock;
     Plan plan(PlanMode::kApply);
-    RoleEnv env{context, *settings, nullptr, runner, files,  systemd,
-                devices, mounts,    clock,   plan,   nullptr};
+    fakes::NoHttp http;
+    SystemAdapters sys{runner, files, systemd, devices, mounts, clock, http};
+    RoleEnv env = RoleEnv::From(context, *settings, nullptr, sys, plan);
     NfsMount m;
     m.server = "10.81.0.5";
     m.export_path = "/export/home";

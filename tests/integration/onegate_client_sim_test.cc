@@ -1,5 +1,5 @@
 // OneGateClient + CurlTransport against the in-process OneGate simulator over real HTTP on
-// 127.0.0.1: every client path and every fault kind. Backoff sleeps go to a FakeClock; the
+// 127.0.0.1: every client path and every fault kind. Backoff sleeps go to a fakes::FakeClock; the
 // only real waiting comes from the (short) per-request timeouts.
 #include <gtest/gtest.h>
 
@@ -15,6 +15,7 @@
 #include "context/http.h"
 #include "context/onegate.h"
 #include "tests/simulator/onegate_simulator.h"
+#include "tests/fakes/clock.h"
 
 namespace onehpc {
 namespace {
@@ -101,7 +102,7 @@ class OneGateClientSimTest : public ::testing::Test {
 
   sim::OneGateSimulator sim_;
   CurlTransport http_;
-  FakeClock clock_;
+  fakes::FakeClock clock_;
   int service_ = -1;
   sim::VmHandle head_, worker1_, worker2_;
 };

@@ -26,7 +26,10 @@
 #include "roles/os/systemd.h"
 #include "roles/plan.h"
 #include "roles/role.h"
-#include "tests/unit/slurm_test_fakes.h"
+#include "tests/fakes/machine.h"
+#include "tests/fakes/onegate_sim.h"
+#include "tests/fakes/role_run.h"
+#include "tests/fakes/http.h"
 
 namespace onehpc::ood {
 namespace {
@@ -128,8 +131,9 @@ class AccountsRealTest : public ::testing::Test {
   std::vector<std::string> Ensure(const std::vector<LocalUser>& users,
                                   AccountMode mode = AccountMode::kPortal) {
     Plan plan(PlanMode::kApply);
-    RoleEnv env{context_,       *settings_, nullptr, runner_, *files_, *systemd_,
-                block_devices_, mounts_,    clock_,  plan,    nullptr};
+    fakes::NoHttp http;
+    SystemAdapters sys{runner_, *files_, *systemd_, block_devices_, mounts_, clock_, http};
+    RoleEnv env = RoleEnv::From(context_, *settings_, nullptr, sys, plan);
     auto s = EnsureLocalAccounts(env, users, mode);
     EXPECT_TRUE(s) << (s ? "" : s.error().message) << "\n" << plan.Render();
     std::vector<std::string> changes;
@@ -162,9 +166,9 @@ class AccountsRealTest : public ::testing::Test {
   std::unique_ptr<SystemctlSystemd> systemd_;
   std::unique_ptr<Settings> settings_;
   LoadedContext context_;
-  slurmtest::StubBlockDevices block_devices_;
-  slurmtest::StubMounts mounts_;
-  FakeClock clock_;
+  fakes::FakeBlockDevices block_devices_;
+  fakes::FakeMounts mounts_;
+  fakes::FakeClock clock_;
 };
 
 TEST_F(AccountsRealTest, PortalCreatesAccountsOnceThenLocksRemovedOnes) {

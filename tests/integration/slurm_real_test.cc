@@ -25,20 +25,24 @@
 #include "roles/os/files.h"
 #include "roles/os/process.h"
 #include "roles/os/systemd.h"
-#include "roles/reconcile.h"
-#include "roles/self_drain.h"
+#include "roles/slurm/reconcile.h"
+#include "roles/slurm/self_drain.h"
 #include "roles/slurm/munge.h"
-#include "roles/slurm/protocol.h"
+#include "roles/names.h"
 #include "roles/slurm/registration.h"
-#include "roles/slurm/scontrol.h"
+#include "roles/slurm/slurm_client.h"
 #include "roles/slurm/slurm_conf.h"
-#include "roles/slurm/units.h"
+#include "roles/ensure.h"
+#include "roles/slurm/slurmd_unit.h"
+#include "tests/fakes/onegate_sim.h"
 #include "tests/simulator/onegate_simulator.h"
 
 namespace onehpc {
 namespace {
 
 namespace fs = std::filesystem;
+using fakes::SimFault;
+using fakes::SimRole;
 using std::chrono::milliseconds;
 using std::chrono::steady_clock;
 
@@ -100,24 +104,6 @@ void Stop(pid_t pid, int sig) {
   kill(pid, SIGKILL);
   int status = 0;
   waitpid(pid, &status, 0);
-}
-
-sim::RoleSpec SimRole(const std::string& name, int cardinality) {
-  sim::RoleSpec r;
-  r.name = name;
-  r.cardinality = cardinality;
-  return r;
-}
-
-sim::Fault SimFault(sim::FaultKind kind, int status, const std::string& body,
-                    milliseconds delay = milliseconds(0)) {
-  sim::Fault f;
-  f.kind = kind;
-  f.path_prefix = "/service";
-  f.status = status;
-  f.body = body;
-  f.delay = delay;
-  return f;
 }
 
 bool WaitFor(const std::function<bool()>& pred, milliseconds timeout,

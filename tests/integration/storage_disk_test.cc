@@ -23,6 +23,8 @@
 #include "roles/os/systemd.h"
 #include "roles/storage.h"
 #include "tests/integration/loop_devices.h"
+#include "tests/fakes/process_runner.h"
+#include "tests/fakes/http.h"
 
 namespace onehpc {
 namespace {
@@ -141,8 +143,9 @@ class StorageDiskTest : public ::testing::Test {
     EXPECT_TRUE(settings);
     plan_ = std::make_unique<Plan>(PlanMode::kApply);
     SystemctlSystemd systemd(fake_);
-    RoleEnv env{context, *settings, nullptr, fake_, *files_, systemd, devices_, mounts_,
-                clock_, *plan_, nullptr};
+    fakes::NoHttp http;
+    SystemAdapters sys{fake_, *files_, systemd, devices_, mounts_, clock_, http};
+    RoleEnv env = RoleEnv::From(context, *settings, nullptr, sys, *plan_);
     return role->Configure(env);
   }
   void ExpectRefused(const std::string& dev, const std::string& needle) {
@@ -171,7 +174,7 @@ class StorageDiskTest : public ::testing::Test {
   BlkidBlockDevices devices_{true};
   LibmountMounts mounts_;
   RealProcessRunner real_;
-  FakeProcessRunner fake_;
+  fakes::FakeProcessRunner fake_;
   RealClock clock_;
   std::set<std::string> active_;
   std::unique_ptr<Plan> plan_;

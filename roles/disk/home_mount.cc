@@ -1,0 +1,172 @@
+#include "roles/disk/home_mount.h"
+
+#include <sys/stat.h>
+
+#include <tuple>
+
+#include "common/log.h"
+#include "roles/disk/mount_unit.h"
+#include "roles/ensure.h"
+#include "roles/names.h"
+#include "roles/role.h"
+
+namespace onehpc::disk {
+namespace {
+
+Result<std::vector<std::string>> Candidates(RoleEnv& env, const HomeMountOptions& options) {
+  if (options.candidates) return options.candidates(env);
+  auto disks = env.block_devices.ListDisks(false);
+  if (!disks) return Fail(disks.error());
+  std::string root = RootDisk(env.mounts, options.sys_class_block);
+  log::Info("storage: root filesystem disk {}", root.empty() ? "unknown" : root);
+  std::vector<std::string> out;
+  for (const auto& d : *disks) {
+    if (d != root) out.push_back(d);
+  }
+  return out;
+}
+
+// This VM already kept its homes on an ood-home filesystem (our mount unit names it) but that
+// filesystem is not attached now: switching to the root disk or to a new blank disk would
+// serve empty homes and the portal would create fresh ones. The unit is only ever used to
+// refuse, never to decide to format.
+Status CheckPreviousHomeDisk(RoleEnv& env, const HomeDiskDecision& decision) {
+  if (decision.source == HomeSource::kReuseLabelled) return Ok();
+  const std::string unit_path = MountUnitPath(ood::kHomeExport);
+  auto unit = env.files.ReadIfExists(unit_path);
+  if (!unit) return Fail(unit.error());
+  if (!unit->has_value()) return Ok();
+  std::string what;
+  auto pos = (*unit)->find("\nWhat=");
+  if (pos != std::string::npos) {
+    what = (*unit)->substr(pos + 6, (*unit)->find('\n', pos + 6) - pos - 6);
+  }
+  return Fail(ErrorKind::kUnsafe,
+              "the homes of this VM were on the ood-home filesystem " + what +
+                  " (see " + unit_path + "), which is not attached now; refusing to "
+                  "serve " + (decision.source == HomeSource::kFormatBlank
+                                  ? "a newly formatted " + decision.device
+                                  : std::string("the empty directory on the root disk")) +
+                  ". Attach the ood-home disk again, or delete " + unit_path +
+                  " to start with empty homes");
+}
+
+}  // namespace
+
+Result<bool> EnsureHomeDisk(RoleEnv& env, const HomeMountOptions& options) {
+  auto candidates = Candidates(env, options);
+  if (!candidates) return Fail(candidates.error());
+  HomeDiskInputs inputs;
+  inputs.candidates = *candidates;
+  inputs.mount_point = env.files.HostPath(ood::kHomeExport);
+  LabelFinder find_label =
+      options.find_label ? options.find_label : FindLabelWith(env.block_devices);
+  auto decision = DecideHomeDisk(inputs, env.block_devices, env.mounts, find_label,
+                                       options.exclusive);
+  if (!decision) return Fail(decision.error());
+  for (const auto& f : decision->findings) {
+    env.plan.Keep("disk " + f.device, f.content);
+    log::Info("storage: disk {}: {}", f.device, f.content);
+  }
+  log::Info("storage: home disk decision: {}: {}", ToString(decision->source),
+            decision->why);
+  if (auto s = CheckPreviousHomeDisk(env, *decision); !s) return Fail(s.error());
+  if (decision->source == HomeSource::kRootDisk) {
+    env.plan.Keep(std::string("homes in ") + ood::kHomeExport + " on the root disk",
+                  decision->why);
+    return false;
+  }
+
+  std::string uuid = decision->uuid;
+  if (decision->source == HomeSource::kFormatBlank) {
+    HomeDiskTools tools{env.runner, env.block_devices, env.mounts, env.clock,
+                              options.exclusive};
+    auto s = env.plan.Do("format " + decision->device + " (mkfs.ext4 -F -L " +
+                             kHomeLabel + ")",
+                         decision->why, [&]() -> Status {
+                           auto made = FormatBlankDisk(*decision, kHomeLabel, tools);
+                           if (!made) return Fail(made.error());
+                           uuid = *made;
+                           return Ok();
+                         });
+    if (!s) return Fail(s.error());
+  } else {
+    env.plan.Keep("filesystem on " + decision->device, decision->why);
+  }
+
+  // Mount now (a crash between mkfs and here converges: the next run finds the label).
+  std::string host_dir = env.files.HostPath(ood::kHomeExport);
+  auto current = env.mounts.FindByTarget(host_dir);
+  if (!current) return Fail(current.error());
+  std::string fs_type = decision->fs_type;
+  if (current->has_value()) {
+    auto same = EnsureMounted(decision->device, fs_type, host_dir, env.mounts);
+    if (!same) return Fail(same.error());  // something else is mounted there
+    env.plan.Keep("mounted " + decision->device + " on " + ood::kHomeExport, "already mounted");
+  } else {
+    if (auto hidden = env.files.List(ood::kHomeExport); hidden && !hidden->empty()) {
+      log::Warn("storage: {} on the root disk holds {} entries ({}...); they are hidden, not "
+                "deleted, under the ood-home mount",
+                ood::kHomeExport, hidden->size(), hidden->front());
+    }
+    auto s = env.plan.Do("mount " + decision->device + " on " + ood::kHomeExport,
+                         "the homes live on the ood-home disk", [&]() -> Status {
+                           auto m = EnsureMounted(decision->device, fs_type, host_dir,
+                                                        env.mounts);
+                           if (!m) return Fail(m.error());
+                           return Ok();
+                         });
+    if (!s) return Fail(s.error());
+  }
+  if (!env.plan.dry_run()) {
+    // The top of the home filesystem: root-owned, world-readable (mkfs leaves 0755 already;
+    // a disk prepared elsewhere may differ). Idempotent; the homes below are not touched.
+    struct stat st {};
+    if (::stat(host_dir.c_str(), &st) == 0 && (st.st_mode & 07777) != 0755) {
+      auto s = env.plan.Do("chmod 0755 " + std::string(ood::kHomeExport),
+                           "the portal and the workers traverse it", [&]() -> Status {
+                             if (::chmod(host_dir.c_str(), 0755) != 0) {
+                               return Fail(ErrorKind::kIo, "chmod " + host_dir + " failed");
+                             }
+                             return Ok();
+                           });
+      if (!s) return Fail(s.error());
+    }
+  }
+
+  // Persist: generated units, then daemon-reload and enable.
+  if (uuid.empty()) {
+    auto s = env.plan.Do("write the export-home.mount unit for the new filesystem",
+                         "mounted at every boot before nfs-server (UUID known after mkfs)",
+                         [] { return Ok(); });
+    if (!s) return Fail(s.error());
+    return true;
+  }
+  auto units = RenderMountUnits(uuid, fs_type, ood::kHomeExport);
+  bool units_changed = false;
+  for (const auto& [path, content, why] :
+       std::vector<std::tuple<std::string, std::string, std::string>>{
+           {units.mount_unit_path, units.mount_unit,
+            "mount the ood-home filesystem (uuid " + uuid + ") at every boot, before nfs-server"},
+           {units.device_dropin_path, units.device_dropin,
+            "a missing disk delays the boot by 30 s at most"},
+           {units.nfs_dropin_path, units.nfs_dropin,
+            "nfs-server never starts without the home disk (never exports the empty "
+            "directory underneath)"}}) {
+    auto written = EnsureFile(env, path, content, 0644, std::nullopt, why);
+    if (!written) return Fail(written.error());
+    units_changed = units_changed || *written;
+  }
+  if (auto s = DaemonReloadIf(env, units_changed, "the mount unit or a drop-in changed"); !s) {
+    return Fail(s.error());
+  }
+  std::string mount_unit = units.mount_unit_path.substr(units.mount_unit_path.rfind('/') + 1);
+  if (auto s = EnsureUnitEnabled(env, mount_unit, "local-fs.target",
+                                        "the home disk is mounted at every boot");
+      !s) {
+    return Fail(s.error());
+  }
+  return true;
+}
+
+}  // namespace onehpc::disk

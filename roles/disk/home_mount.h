@@ -1,0 +1,37 @@
+// The storage role's home disk, end to end: the candidates (every whole disk but the root
+// filesystem's), the decision (home_disk.h), the format of a blank disk, the mount on
+// /export/home and the units that mount it at every boot before nfs-server.
+#ifndef ONEHPC_ROLES_DISK_HOME_MOUNT_H_
+#define ONEHPC_ROLES_DISK_HOME_MOUNT_H_
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "roles/disk/home_disk.h"
+
+namespace onehpc {
+struct RoleEnv;
+}
+
+namespace onehpc::disk {
+
+/// What tests replace; the defaults are the real machine.
+struct HomeMountOptions {
+  ExclusiveCheck exclusive = OpenExclusive;
+  /// Finds the ood-home filesystem; empty = env.block_devices.FindByLabel.
+  LabelFinder find_label;
+  /// Candidate whole disks; empty = env.block_devices.ListDisks minus the root disk.
+  std::function<Result<std::vector<std::string>>(RoleEnv&)> candidates;
+  std::string sys_class_block = "/sys/class/block";
+};
+
+/// Decides, formats (a positively blank disk only), mounts and persists the home disk.
+/// Returns whether the homes are on a mounted data disk (false: on the root disk). Refuses
+/// (kUnsafe) when this VM's homes were on an ood-home filesystem that is not attached now.
+Result<bool> EnsureHomeDisk(RoleEnv& env, const HomeMountOptions& options);
+
+}  // namespace onehpc::disk
+
+#endif  // ONEHPC_ROLES_DISK_HOME_MOUNT_H_

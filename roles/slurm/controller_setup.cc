@@ -1,0 +1,257 @@
+#include "roles/slurm/controller_setup.h"
+
+#include <set>
+#include <sstream>
+
+#include "common/base64.h"
+#include "common/log.h"
+#include "common/retry.h"
+#include "roles/host/address.h"
+#include "roles/host/hostname.h"
+#include "roles/slurm/munge.h"
+#include "roles/names.h"
+#include "roles/slurm/slurm_client.h"
+#include "roles/slurm/slurm_conf.h"
+#include "roles/ensure.h"
+
+namespace onehpc {
+namespace {
+
+using slurm::NodeChange;
+
+constexpr Duration kSlurmctldStartTimeout{90000};
+constexpr char kSlurmctldDropIn[] = "/etc/systemd/system/slurmctld.service.d/one-hpc.conf";
+
+// "MaxNodeCount=100 -> MaxNodeCount=3" style summary of the lines that differ.
+std::string DescribeChange(const std::string& old_text, const std::string& new_text) {
+  auto lines = [](const std::string& text) {
+    std::set<std::string> out;
+    std::istringstream in(text);
+    std::string line;
+    while (std::getline(in, line)) {
+      if (!line.empty() && line[0] != '#') out.insert(line);
+    }
+    return out;
+  };
+  auto before = lines(old_text);
+  auto after = lines(new_text);
+  std::string removed, added;
+  for (const auto& l : before) {
+    if (!after.count(l)) removed += (removed.empty() ? "" : ", ") + l;
+  }
+  for (const auto& l : after) {
+    if (!before.count(l)) added += (added.empty() ? "" : ", ") + l;
+  }
+  if (removed.empty() && added.empty()) return "only comments differ";
+  std::string out;
+  if (!removed.empty()) out += "was: " + removed;
+  if (!added.empty()) out += std::string(out.empty() ? "" : "; ") + "now: " + added;
+  if (out.size() > 300) out = out.substr(0, 300) + "...";
+  return out;
+}
+
+// Writes a file through EnsureFile and says whether its content changes.
+Result<bool> EnsureConfigFile(RoleEnv& env, const std::string& path, const std::string& content,
+                              const std::string& why) {
+  auto current = env.files.ReadIfExists(path);
+  if (!current) return Fail(current.error());
+  bool changed = !current->has_value() || **current != content;
+  std::string reason = why;
+  if (current->has_value() && changed) reason += " (" + DescribeChange(**current, content) + ")";
+  if (!current->has_value()) reason += " (new file)";
+  auto s = EnsureFile(env, path, content, 0644, std::nullopt, reason);
+  if (!s) return Fail(s.error());
+  return changed && current->has_value();  // a first write needs a start, not a restart
+}
+
+Status WaitForSlurmctld(RoleEnv& env, const std::string& host) {
+  slurm::SlurmClient client(env.runner, {});
+  RetryPolicy policy = RetryPolicy::Until(kSlurmctldStartTimeout, Duration(250));
+  auto up = Retry<bool>(
+      policy, env.clock, "waiting for slurmctld to answer scontrol ping",
+      [](const Error&) { return true; },
+      [&]() -> Result<bool> {
+        auto ping = client.Ping();
+        if (!ping) return Fail(ping.error());
+        if (!*ping) {
+          return Fail(ErrorKind::kProcess, "slurmctld on " + host + " does not answer yet");
+        }
+        return true;
+      });
+  if (!up) {
+    return Fail(up.error().WithContext(
+        "slurmctld did not start (see journalctl -u slurmctld)"));
+  }
+  env.plan.Keep("check: scontrol ping", "slurmctld on " + host + " is UP");
+  return Ok();
+}
+
+}  // namespace
+
+Result<slurm::MungeKeyState> SetUpSlurmController(RoleEnv& env, const ControllerSetup& setup) {
+  if (auto s = host::EnsureHostname(env, setup.host,
+                                     "SlurmctldHost must equal the controller's short host name");
+      !s) {
+    return Fail(s.error());
+  }
+  if (auto s = host::EnsureHostsBlock(env, {{setup.addr, setup.host}},
+                                       "the controller name resolves to its service address");
+      !s) {
+    return Fail(s.error());
+  }
+
+  auto key = setup.shared_munge_key.empty()
+                 ? slurm::EnsureControllerMungeKey(env)
+                 : slurm::EnsureSharedMungeKey(env, setup.shared_munge_key);
+  if (!key) return Fail(key.error());
+  if (auto s = slurm::EnsureMungeRunning(env, key->changed); !s) return Fail(s.error());
+
+  // The image may have the packaged slurmd enabled: with our slurm.conf present it would
+  // start on the controller and fail (the controller is not a node).
+  std::string slurmd_link = "/etc/systemd/system/multi-user.target.wants/" +
+                            std::string(slurm::kSlurmdUnit);
+  if (env.files.Exists(slurmd_link)) {
+    auto s = env.plan.Do("disable " + std::string(slurm::kSlurmdUnit),
+                         "the controller is not a Slurm node; the packaged slurmd would start "
+                         "with the controller's slurm.conf and fail",
+                         [&] { return env.systemd.Disable(slurm::kSlurmdUnit); });
+    if (!s) return Fail(s.error());
+  }
+
+  if (auto s = EnsureDirectory(env, setup.state_save_location, 0700,
+                               FileOwner{"slurm", "slurm"},
+                               "slurmctld saves its state (registered nodes, jobs) there");
+      !s) {
+    return Fail(s.error());
+  }
+
+  auto cgroups = slurm::DetectCgroups(env.files);
+  log::Info("controller: {} ({})",
+            cgroups.use_cgroup ? "proctrack/cgroup + task/cgroup,task/affinity"
+                               : "proctrack/linuxproc + task/none",
+            cgroups.why);
+  slurm::SlurmConfParams params;
+  params.controller_host = setup.host;
+  params.controller_addr = setup.addr;
+  params.max_nodes = setup.max_nodes;
+  params.cluster_name = setup.cluster_name;
+  params.state_save_location = setup.state_save_location;
+  params.accounting = setup.accounting;
+  params.use_cgroup = cgroups.use_cgroup;
+  auto conf_changed = EnsureConfigFile(env, slurm::kSlurmConfPath,
+                                       slurm::RenderSlurmConf(params),
+                                       "configless cluster of dynamic nodes, MaxNodeCount=" +
+                                           std::to_string(params.max_nodes));
+  if (!conf_changed) return Fail(conf_changed.error());
+  auto cgroup_changed = EnsureConfigFile(env, slurm::kCgroupConfPath,
+                                         slurm::RenderCgroupConf(cgroups.use_cgroup),
+                                         cgroups.why);
+  if (!cgroup_changed) return Fail(cgroup_changed.error());
+
+  bool dropin_changed = false;
+  if (!setup.requires_mounts.empty()) {
+    std::string text =
+        "# Written by one-hpc: slurmctld's state is on a network file system; it must never\n"
+        "# start (and write a fresh, empty state) while that file system is not mounted.\n"
+        "[Unit]\n";
+    for (const auto& m : setup.requires_mounts) text += "RequiresMountsFor=" + m + "\n";
+    auto written = EnsureFile(env, kSlurmctldDropIn, text, 0644, std::nullopt,
+                              "slurmctld waits for its state export");
+    if (!written) return Fail(written.error());
+    dropin_changed = *written;
+    if (auto s = DaemonReloadIf(env, dropin_changed, "a slurmctld drop-in changed"); !s) {
+      return Fail(s.error());
+    }
+  }
+
+  if (auto s = EnsureUnitEnabled(env, slurm::kSlurmctldUnit, "multi-user.target",
+                                        "slurmctld must come back after a reboot");
+      !s) {
+    return Fail(s.error());
+  }
+  std::string restart_why;
+  if (*conf_changed || *cgroup_changed) {
+    restart_why = "the Slurm configuration changed: a restart keeps the saved state and the "
+                  "registered nodes (scontrol reconfigure is avoided: it leaves busy dynamic "
+                  "nodes stuck ALLOCATED on 22.05)";
+  } else if (key->changed) {
+    restart_why = "the munge key changed";
+  }
+  if (auto s = EnsureUnitRunning(env, slurm::kSlurmctldUnit, !restart_why.empty(),
+                                        restart_why, "the Slurm controller daemon");
+      !s) {
+    return Fail(s.error());
+  }
+  if (!env.plan.dry_run()) {
+    if (auto s = WaitForSlurmctld(env, setup.host); !s) return Fail(s.error());
+  }
+
+  if (auto s = EnsureUnitEnabled(env, slurm::kReconcileTimer, "timers.target",
+                                        "removes Slurm nodes whose worker VM is gone");
+      !s) {
+    return Fail(s.error());
+  }
+  if (auto s = EnsureUnitRunning(env, slurm::kReconcileTimer, false, "",
+                                        "runs one-hpc reconcile every 60 s");
+      !s) {
+    return Fail(s.error());
+  }
+  return *key;
+}
+
+Status PublishController(RoleEnv& env, const std::string& host, const std::string& addr,
+                         const slurm::MungeKeyState& key) {
+  std::string what = "publish " + std::string(slurm::kAttrControllerAddr) + "=" + addr + ", " +
+                     slurm::kAttrControllerHost + "=" + host + " and " +
+                     slurm::kAttrMungeKey + " after a successful configure";
+  std::vector<std::pair<std::string, std::string>> attrs;
+  if (!key.key.empty()) {
+    attrs = {{slurm::kAttrControllerAddr, addr},
+             {slurm::kAttrControllerHost, host},
+             {slurm::kAttrMungeKey, Base64Encode(key.key)}};
+  }
+  bool same = false;
+  if (env.onegate != nullptr && !attrs.empty()) {
+    auto vm = env.onegate->GetVm();
+    if (vm) {
+      same = true;
+      for (const auto& [k, v] : attrs) same = same && vm->Attr(k) == v;
+    } else {
+      log::Warn("controller: cannot read this VM from OneGate ({}); publishing anyway",
+                vm.error().message);
+    }
+  }
+  if (same) {
+    env.plan.Keep(what, "OneGate already holds these values (sent again in the final update)");
+  } else {
+    auto s = env.plan.Do(what,
+                         "workers discover the controller and the munge key through OneGate",
+                         [] { return Ok(); });
+    if (!s) return s;
+  }
+  if (env.publish == nullptr) {
+    if (!env.plan.dry_run()) {
+      log::Warn("controller: no publish list; the caller must publish the controller data");
+    }
+    return Ok();
+  }
+  for (auto& a : attrs) env.publish->push_back(a);
+  return Ok();
+}
+
+SettingSpec MaxNodesSetting(const std::string& role) {
+  SettingSpec max_nodes;
+  max_nodes.name = kMaxNodesSetting;
+  max_nodes.type = SettingType::kInt;
+  max_nodes.default_value = "100";
+  max_nodes.description =
+      "Most Slurm nodes slurmctld accepts (MaxNodeCount) on the controller or the portal; a "
+      "change restarts slurmctld and keeps the registered nodes.";
+  max_nodes.roles = {role};
+  max_nodes.min = 1;
+  max_nodes.max = 65000;
+  max_nodes.expected = "an integer from 1 to 65000";
+  return max_nodes;
+}
+
+}  // namespace onehpc

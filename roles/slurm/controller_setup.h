@@ -1,0 +1,52 @@
+// Running slurmctld for a configless cluster of dynamic nodes: identity, munge key, the Slurm
+// configuration, the daemon and the reconcile timer, and what the controller publishes.
+// Shared by the OneSlurm controller and the Open OnDemand portal: one implementation, two
+// services.
+#ifndef ONEHPC_ROLES_SLURM_CONTROLLER_SETUP_H_
+#define ONEHPC_ROLES_SLURM_CONTROLLER_SETUP_H_
+
+#include <string>
+#include <vector>
+
+#include "context/settings.h"
+#include "roles/names.h"
+#include "roles/role.h"
+#include "roles/slurm/munge.h"
+
+namespace onehpc {
+
+/// ONEAPP_SLURM_MAX_NODES: MaxNodeCount of the controller (OneSlurm) or the portal.
+inline constexpr char kMaxNodesSetting[] = "ONEAPP_SLURM_MAX_NODES";
+
+/// The MaxNodeCount setting for `role` (the controller, or the portal).
+SettingSpec MaxNodesSetting(const std::string& role);
+
+/// How a VM runs slurmctld.
+struct ControllerSetup {
+  std::string host;  ///< short host name (SlurmctldHost)
+  std::string addr;  ///< address on the service (compute) network
+  int max_nodes = 100;
+  std::string cluster_name = "one";
+  /// slurmctld's state; created slurm:slurm 0700 when missing.
+  std::string state_save_location = slurm::kStateSaveLocation;
+  /// "" = the key lives in /etc/munge only (OneSlurm). Else the key's home on the shared
+  /// state export: created there once, installed from there on every boot (a replaced portal
+  /// gets the same key).
+  std::string shared_munge_key;
+  /// Mount points slurmctld must never start without (a drop-in RequiresMountsFor=).
+  std::vector<std::string> requires_mounts;
+  /// Accounting through slurmdbd on this host (the caller runs MariaDB and slurmdbd first).
+  bool accounting = false;
+};
+
+/// Hostname, /etc/hosts, munge key and munged, slurm.conf and cgroup.conf, slurmctld enabled,
+/// (re)started on change and answering, the reconcile timer. Returns the munge key.
+Result<slurm::MungeKeyState> SetUpSlurmController(RoleEnv& env, const ControllerSetup& setup);
+
+/// Adds SLURM_CONTROLLER_ADDR/HOST and the munge key to env.publish (sent with READY=YES).
+Status PublishController(RoleEnv& env, const std::string& host, const std::string& addr,
+                         const slurm::MungeKeyState& key);
+
+}  // namespace onehpc
+
+#endif  // ONEHPC_ROLES_SLURM_CONTROLLER_SETUP_H_

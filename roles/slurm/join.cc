@@ -1,0 +1,299 @@
+#include "roles/slurm/join.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include "common/base64.h"
+#include "common/log.h"
+#include "roles/host/address.h"
+#include "roles/host/hostname.h"
+#include "roles/host/machine.h"
+#include "roles/slurm/munge.h"
+#include "roles/names.h"
+#include "roles/slurm/registration.h"
+#include "roles/slurm/slurm_client.h"
+#include "roles/slurm/slurm_conf.h"
+#include "roles/ensure.h"
+#include "roles/slurm/slurmd_unit.h"
+
+namespace onehpc {
+namespace {
+
+bool AllDigits(const std::string& s) {
+  return !s.empty() && s.size() < 10 &&
+         std::all_of(s.begin(), s.end(), [](char c) { return std::isdigit(
+                                                         static_cast<unsigned char>(c)); });
+}
+
+std::string Join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& i : items) out += (out.empty() ? "" : ", ") + i;
+  return out.empty() ? "none" : out;
+}
+
+// A node record that outlived an earlier life of this VM: trap 4 (the name keeps its old
+// address) and a drain by the reconciler (kept across slurmd restarts, trap 8). Both are
+// positively ours: same name, and the reconciler's exact reason.
+Status FixRegisteredNode(RoleEnv& env, slurm::SlurmClient& client, const slurm::SlurmNode& node,
+                         const std::string& own_ip) {
+  if (!node.addr.empty() && node.addr != own_ip) {
+    auto s = env.plan.Do("set NodeAddr of " + node.name + " to " + own_ip,
+                         "Slurm kept the old address " + node.addr +
+                             " of a previous registration under this name",
+                         [&]() -> Status {
+                           auto r = client.SetNodeAddr(node.name, own_ip);
+                           if (!r) return Fail(r.error());
+                           return Ok();
+                         });
+    if (!s) return s;
+  }
+  if (node.IsDrain() && node.reason == slurm::kReconcileDrainReason) {
+    auto s = env.plan.Do("resume " + node.name,
+                         "it was drained by the reconciler ('" + node.reason +
+                             "') but this VM is in the service and publishes its name",
+                         [&]() -> Status {
+                           auto r = client.SetState(node.name, slurm::NodeStateChange::kResume,
+                                                    "");
+                           if (!r) return Fail(r.error());
+                           return Ok();
+                         });
+    if (!s) return s;
+  }
+  return Ok();
+}
+
+}  // namespace
+
+Result<ControllerInfo> JoinSlurmCluster(RoleEnv& env, const JoinSetup& setup) {
+  if (env.onegate == nullptr) {
+    return Fail(ErrorKind::kInvalidInput,
+                "a worker finds its controller through OneGate: set TOKEN=YES in CONTEXT");
+  }
+  std::string vmid = env.Var("VMID");
+  if (!AllDigits(vmid)) {
+    return Fail(ErrorKind::kInvalidInput, "VMID='" + vmid + "' is not a VM id");
+  }
+  const std::string* name = &setup.node_name;
+  const Duration timeout = setup.timeout;
+
+  // In a dry run one look is enough: `one-hpc plan` must not wait for minutes.
+  // A follow tick looks once too: the next tick looks again.
+  RetryPolicy policy = env.plan.dry_run() || setup.once
+                           ? RetryPolicy::Once()
+                           : RetryPolicy::Until(timeout, Duration(1000), Duration(15000), 0.3);
+  auto ctl = DiscoverController(*env.onegate, std::stoi(vmid), policy, env.clock,
+                                setup.controller_role);
+  if (!ctl) {
+    return Fail(ctl.error().WithContext("cannot find a ready Slurm controller through OneGate"));
+  }
+  log::Info("worker: controller {} at {} (VM {})", ctl->host, ctl->addr, ctl->vm_id);
+  auto own = host::SelectWorkerAddress(ctl->addr, ctl->nics, ctl->own_nics, env.context.vars);
+  if (!own) return Fail(own.error());
+  log::Info("worker: node {} on address {} ({})", *name, own->ip, own->how);
+
+  if (auto s = host::EnsureHostname(env, *name, "the Slurm node name is the host name"); !s) {
+    return Fail(s.error());
+  }
+  if (auto s = host::EnsureHostsBlock(
+          env, {{own->ip, *name}, {ctl->addr, ctl->host}},
+          "this node and the controller resolve to their service addresses");
+      !s) {
+    return Fail(s.error());
+  }
+
+  if (setup.before_slurmd) {
+    if (auto s = setup.before_slurmd(*ctl); !s) return Fail(s.error());
+  }
+
+  auto key = slurm::InstallMungeKey(env, ctl->munge_key);
+  if (!key) return Fail(key.error());
+  if (auto s = slurm::EnsureMungeRunning(env, key->changed); !s) return Fail(s.error());
+
+  slurm::SlurmdUnitParams unit;
+  unit.node_name = *name;
+  unit.controller_addr = ctl->addr;
+  auto cpus = host::CountCpus(env.files);
+  if (!cpus) return Fail(cpus.error());
+  auto mem = host::MemTotalMb(env.files);
+  if (!mem) return Fail(mem.error());
+  unit.cpus = *cpus;
+  unit.real_memory_mb = host::RealMemoryMb(*mem);
+  unit.gpus = host::CountGpus(env.files, env.runner);
+  log::Info("worker: advertising {} (MemTotal {} MiB, {} MiB kept for the OS)",
+            slurm::SlurmdNodeConf(unit), *mem, host::OsMemoryReserveMb(*mem));
+  std::string unit_text = slurm::RenderSlurmdUnit(unit);
+  auto written = EnsureFile(env, slurm::kSlurmdUnitPath, unit_text, 0644, std::nullopt,
+                            "slurmd as dynamic node " + *name + " of " + ctl->addr + " (" +
+                                slurm::SlurmdNodeConf(unit) + ")");
+  if (!written) return Fail(written.error());
+  const bool unit_changed = *written;
+  if (auto s = DaemonReloadIf(env, unit_changed, "slurmd.service changed"); !s) {
+    return Fail(s.error());
+  }
+
+  // Before slurmd registers: the reconciler acts only on names nobody publishes.
+  if (ctl->own_published_name == *name) {
+    env.plan.Keep("published " + std::string(slurm::kAttrNodeName) + "=" + *name,
+                  "OneGate already has it");
+  } else {
+    auto s = env.plan.Do(
+        "publish " + std::string(slurm::kAttrNodeName) + "=" + *name + " in OneGate",
+        "before slurmd registers, so that the controller's reconciler never takes this node "
+        "for one whose VM is gone",
+        [&] { return env.onegate->UpdateVm({{slurm::kAttrNodeName, *name}}); });
+    if (!s) return Fail(s.error());
+  }
+
+  if (auto s = EnsureUnitEnabled(env, slurm::kSlurmdUnit, "multi-user.target",
+                                        "the node rejoins after a reboot");
+      !s) {
+    return Fail(s.error());
+  }
+  slurm::SlurmClientOptions client_options;
+  client_options.slurm_conf = env.files.HostPath(slurm::kConfiglessSlurmConf);
+  slurm::SlurmClient client(env.runner, client_options);
+  std::string restart_why;
+  if (unit_changed) {
+    restart_why = "slurmd.service changed";
+  } else if (key->changed) {
+    restart_why = "the munge key changed";
+  } else if (env.files.Exists(slurm::kConfiglessSlurmConf)) {
+    // Trap 3 and trap 1: a slurmd whose node was deleted (or rejected by a full table) never
+    // registers again by itself; only a restart makes it try.
+    auto active = env.systemd.IsActive(slurm::kSlurmdUnit);
+    if (active && *active) {
+      auto shown = client.ShowNode(*name);
+      if (shown && !shown->has_value()) {
+        restart_why = "slurmd runs but node " + *name +
+                      " is not registered (deleted while slurmd kept running, or rejected "
+                      "by a full node table); only a restart registers it again";
+      }
+    }
+  }
+  if (auto s = EnsureUnitRunning(env, slurm::kSlurmdUnit, !restart_why.empty(),
+                                        restart_why, "slurmd joins the cluster");
+      !s) {
+    return Fail(s.error());
+  }
+
+  if (!env.plan.dry_run()) {
+    slurm::RegistrationCheck check;
+    check.node_name = *name;
+    check.controller_addr = ctl->addr;
+    check.timeout = timeout;
+    auto node = slurm::WaitForRegistration(env.files, client, env.clock, check);
+    if (!node) return Fail(node.error());
+    log::Info("worker: node {} registered (State={}, NodeAddr={})", node->name, node->state,
+              node->addr);
+    if (auto s = FixRegisteredNode(env, client, *node, own->ip); !s) return Fail(s.error());
+  }
+
+  if (auto s = EnsureUnitEnabled(env, slurm::kSelfDrainUnit, "multi-user.target",
+                                        "removes the node from Slurm when the VM shuts down");
+      !s) {
+    return Fail(s.error());
+  }
+  if (auto s = EnsureUnitRunning(env, slurm::kSelfDrainUnit, false, "",
+                                        "arms the shutdown hook (its ExecStop runs at shutdown)");
+      !s) {
+    return Fail(s.error());
+  }
+  return *ctl;
+}
+
+
+Result<std::string> WorkerNodeName(const ContextVars& vars, const std::string& prefix) {
+  auto it = vars.find("SET_HOSTNAME");
+  if (it != vars.end() && !it->second.empty()) return host::ShortNameFromSetHostname(it->second);
+  auto vmid = vars.find("VMID");
+  if (vmid == vars.end() || !AllDigits(vmid->second)) {
+    return Fail(ErrorKind::kInvalidInput, "VMID is missing or not a VM id (set TOKEN=YES)");
+  }
+  return prefix + vmid->second;
+}
+
+Result<ControllerInfo> ControllerFromService(const ServiceInfo& service, int own_vm_id,
+                                             const std::string& controller_role) {
+  ControllerInfo info;
+  for (const auto& role : service.roles) {
+    for (const auto& node : role.nodes) {
+      if (node.vm_id == own_vm_id && node.vm) {
+        info.own_nics = node.vm->nics;
+        info.own_published_name = node.vm->Attr(slurm::kAttrNodeName);
+      }
+    }
+  }
+  const ServiceRole* role = service.FindRole(controller_role);
+  if (role == nullptr) {
+    std::vector<std::string> names;
+    for (const auto& r : service.roles) names.push_back("'" + r.name + "'");
+    return Fail(ErrorKind::kNotFound, "service '" + service.name + "' has no role named '" +
+                                          controller_role + "' (roles: " + Join(names) +
+                                          ")");
+  }
+  std::vector<std::string> waiting;
+  for (const auto& node : role->nodes) {
+    if (!node.vm) {
+      waiting.push_back(std::to_string(node.vm_id) + " (no VM details: not an extended view)");
+      continue;
+    }
+    const VmInfo& vm = *node.vm;
+    std::vector<std::string> missing;
+    if (vm.Attr(slurm::kAttrReady) != "YES") missing.push_back("READY=YES");
+    for (const char* attr :
+         {slurm::kAttrControllerAddr, slurm::kAttrControllerHost, slurm::kAttrMungeKey}) {
+      if (vm.Attr(attr).empty()) missing.push_back(attr);
+    }
+    if (!missing.empty()) {
+      waiting.push_back(std::to_string(node.vm_id) + " (missing " + Join(missing) + ")");
+      continue;
+    }
+    std::string where = " published by " + controller_role + " VM " + std::to_string(node.vm_id);
+    auto key = Base64DecodeStrict(vm.Attr(slurm::kAttrMungeKey));
+    if (!key) {
+      return Fail(ErrorKind::kInvalidInput, std::string(slurm::kAttrMungeKey) + where + ": " +
+                                                key.error().message);
+    }
+    if (auto c = slurm::CheckMungeKey(*key); !c) {
+      return Fail(ErrorKind::kInvalidInput,
+                  std::string(slurm::kAttrMungeKey) + where + ": " + c.error().message);
+    }
+    std::string addr = vm.Attr(slurm::kAttrControllerAddr);
+    if (!host::ParseIpv4(addr)) {
+      return Fail(ErrorKind::kInvalidInput, std::string(slurm::kAttrControllerAddr) + "='" +
+                                                addr + "'" + where + " is not an IPv4 address");
+    }
+    std::string host = vm.Attr(slurm::kAttrControllerHost);
+    if (!host::IsValidHostLabel(host)) {
+      return Fail(ErrorKind::kInvalidInput, std::string(slurm::kAttrControllerHost) + "='" +
+                                                host + "'" + where + " is not a host name");
+    }
+    log::AddSecret(vm.Attr(slurm::kAttrMungeKey));
+    info.vm_id = node.vm_id;
+    info.addr = addr;
+    info.host = host;
+    info.munge_key = std::move(*key);
+    info.nics = vm.nics;
+    info.published = vm.user_template;
+    return info;
+  }
+  return Fail(ErrorKind::kNotFound,
+              "the controller is not ready yet: " +
+                  (role->nodes.empty() ? "role '" + controller_role + "' has no VM"
+                                       : "VM " + Join(waiting)));
+}
+
+Result<ControllerInfo> DiscoverController(OneGateClient& onegate, int own_vm_id,
+                                          const RetryPolicy& policy, Clock& clock,
+                                          const std::string& controller_role) {
+  return Retry<ControllerInfo>(
+      policy, clock, "discovering the Slurm controller",
+      [](const Error&) { return true; },  // a transient view or outage: wait until the deadline
+      [&]() -> Result<ControllerInfo> {
+        auto service = onegate.GetService(true);
+        if (!service) return Fail(service.error());
+        return ControllerFromService(*service, own_vm_id, controller_role);
+      });
+}
+
+}  // namespace onehpc

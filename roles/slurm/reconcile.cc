@@ -1,0 +1,243 @@
+#include "roles/slurm/reconcile.h"
+
+#include <map>
+
+#include "common/log.h"
+#include "roles/names.h"
+#include "roles/slurm/slurm_client.h"
+
+namespace onehpc {
+namespace {
+
+using Action = ReconcileDecision::Action;
+
+std::string JoinIds(const std::vector<std::string>& ids) {
+  std::string out;
+  for (size_t i = 0; i < ids.size() && i < 10; ++i) out += (i ? "," : "") + ids[i];
+  if (ids.size() > 10) out += ",...";
+  return out;
+}
+
+const char* Verb(Action action) {
+  switch (action) {
+    case Action::kKeepPublished: return "keep";
+    case Action::kKeepResponding: return "keep";
+    case Action::kKeepDrained: return "keep";
+    case Action::kDelete: return "delete";
+    case Action::kDrain: return "drain";
+    case Action::kSkipped: return "skip";
+  }
+  return "?";
+}
+
+void LogDecision(const ReconcileDecision& d, bool dry_run) {
+  std::string verb = Verb(d.action);
+  if (dry_run && (d.action == Action::kDelete || d.action == Action::kDrain)) {
+    verb = "would " + verb;
+  }
+  std::string line = "reconcile: " + verb + " " + d.node + ": " + d.reason;
+  if (!d.ok) {
+    log::Error("{} -- FAILED: {}", line, d.error);
+  } else if (d.action == Action::kKeepPublished) {
+    log::Debug("{}", line);
+  } else {
+    log::Info("{}", line);
+  }
+}
+
+}  // namespace
+
+int ReconcileReport::Count(Action action) const {
+  int n = 0;
+  for (const auto& d : decisions) n += d.action == action ? 1 : 0;
+  return n;
+}
+
+int ReconcileReport::Done(Action action) const {
+  int n = 0;
+  for (const auto& d : decisions) n += d.action == action && d.ok ? 1 : 0;
+  return n;
+}
+
+int ReconcileReport::failures() const {
+  int n = 0;
+  for (const auto& d : decisions) n += d.ok ? 0 : 1;
+  return n;
+}
+
+ReconcileDecision DecideNode(const slurm::SlurmNode& node, const std::set<std::string>& published,
+                             const std::vector<std::string>& jobs) {
+  ReconcileDecision d;
+  d.node = node.name;
+  d.state = node.state;
+  if (published.count(node.name)) {
+    d.action = Action::kKeepPublished;
+    d.reason = "published by a VM of the service (State=" + node.state + ")";
+    return d;
+  }
+  if (!node.IsDown() && !node.IsNotResponding()) {
+    d.action = Action::kKeepResponding;
+    d.reason = "no VM of the service publishes it, but Slurm sees it responding (State=" +
+               node.state + ")";
+    return d;
+  }
+  if (!slurm::IsValidNodeName(node.name)) {
+    d.action = Action::kSkipped;
+    d.reason = "refusing to pass this node name to scontrol";
+    return d;
+  }
+  std::string why = "no VM of the service publishes it and State=" + node.state;
+  if (!jobs.empty()) {
+    if (node.IsDrain() && node.reason == slurm::kReconcileDrainReason) {
+      d.action = Action::kKeepDrained;
+      d.reason = why + "; already drained, jobs " + JoinIds(jobs) +
+                 " still hold it: deleted once they end";
+      return d;
+    }
+    d.action = Action::kDrain;
+    d.reason = why + ", but jobs " + JoinIds(jobs) + " still hold it: drain with reason '" +
+               slurm::kReconcileDrainReason + "'";
+    return d;
+  }
+  d.action = Action::kDelete;
+  d.reason = why + " and no job holds it";
+  return d;
+}
+
+Result<std::set<std::string>> PublishedNodeNames(const ServiceInfo& service) {
+  std::set<std::string> names;
+  for (const auto& role : service.roles) {
+    for (const auto& node : role.nodes) {
+      if (!node.vm) {
+        return Fail(ErrorKind::kInvalidInput,
+                    "OneGate listed VM " + std::to_string(node.vm_id) + " of role '" + role.name +
+                        "' without its details (not an extended view?): cannot tell whether it "
+                        "publishes a node name");
+      }
+      std::string name = node.vm->Attr(slurm::kAttrNodeName);
+      size_t b = name.find_first_not_of(" \t\r\n");
+      if (b == std::string::npos) continue;
+      name = name.substr(b, name.find_last_not_of(" \t\r\n") - b + 1);
+      names.insert(name);
+    }
+  }
+  return names;
+}
+
+Result<ReconcileReport> RunReconcile(const ReconcileOptions& options, OneGateClient& onegate,
+                                     ProcessRunner& runner, Clock& clock) {
+  const TimePoint start = clock.Now();
+  ReconcileReport report;
+  auto skip = [&](std::string why) {
+    report.skipped = std::move(why);
+    log::Warn("reconcile: no change this cycle: {}", report.skipped);
+    return report;
+  };
+
+  const int requests_before = onegate.requests_sent();
+  auto service = onegate.GetService(true);
+  report.onegate_requests = onegate.requests_sent() - requests_before;
+  if (!service) {
+    return skip("OneGate GET /service?extended=true failed: " + service.error().message);
+  }
+  auto published = PublishedNodeNames(*service);
+  if (!published) return skip(published.error().message);
+  report.published_names = static_cast<int>(published->size());
+  if (published->empty()) {
+    return skip("no VM of the service has published " + std::string(slurm::kAttrNodeName) +
+                " yet");
+  }
+
+  slurm::SlurmClientOptions client_options;
+  client_options.slurm_conf = options.slurm_conf;
+  client_options.timeout = options.command_timeout;
+  slurm::SlurmClient client(runner, client_options);
+  auto finish = [&]() { report.slurm_calls = client.calls(); };
+
+  auto nodes = client.ShowNodes();
+  if (!nodes) {
+    finish();
+    return Fail(nodes.error().WithContext("reconcile: reading the Slurm nodes"));
+  }
+  auto jobs = client.ActiveJobsByNode();
+  if (!jobs) {
+    finish();
+    return Fail(jobs.error().WithContext("reconcile: reading the running jobs"));
+  }
+
+  static const std::vector<std::string> kNoJobs;
+  bool changed = false;
+  for (const auto& node : *nodes) {
+    auto it = jobs->find(node.name);
+    ReconcileDecision d = DecideNode(node, *published, it == jobs->end() ? kNoJobs : it->second);
+    bool acts = d.action == Action::kDelete || d.action == Action::kDrain;
+    if (acts && clock.Now() - start > options.budget) {
+      d.action = Action::kSkipped;
+      d.reason += "; left for the next cycle: the time budget of " +
+                  std::to_string(options.budget.count()) + " ms is used up";
+      acts = false;
+    }
+    if (acts && !options.dry_run) {
+      Result<slurm::NodeChange> r =
+          d.action == Action::kDelete
+              ? client.DeleteNode(node.name)
+              : client.SetState(node.name, slurm::NodeStateChange::kDrain,
+                                slurm::kReconcileDrainReason);
+      if (!r) {
+        d.ok = false;
+        d.error = r.error().message;
+      } else {
+        changed = true;
+        if (*r == slurm::NodeChange::kAlreadyGone) d.reason += " (it was already gone)";
+      }
+    }
+    LogDecision(d, options.dry_run);
+    report.decisions.push_back(std::move(d));
+  }
+
+  if (changed && clock.Now() - start > options.budget + Duration(10000)) {
+    log::Warn("reconcile: no time left to verify the changes; the next cycle reads them back");
+  } else if (changed) {
+    // Exit codes lie (traps 2 and 6): read the result back once for all changes.
+    auto after = client.ShowNodes();
+    if (!after) {
+      log::Warn("reconcile: cannot verify the changes: {}", after.error().message);
+    } else {
+      std::map<std::string, const slurm::SlurmNode*> by_name;
+      for (const auto& n : *after) by_name[n.name] = &n;
+      for (auto& d : report.decisions) {
+        if (!d.ok) continue;
+        auto found = by_name.find(d.node);
+        if (d.action == Action::kDelete && found != by_name.end()) {
+          d.ok = false;
+          d.error = "scontrol reported success but the node is still registered (State=" +
+                    found->second->state + ")";
+          log::Error("reconcile: delete {}: {}", d.node, d.error);
+        } else if (d.action == Action::kDrain && found != by_name.end() &&
+                   !found->second->IsDrain()) {
+          d.ok = false;
+          d.error = "scontrol reported success but the node is not draining (State=" +
+                    found->second->state + ")";
+          log::Error("reconcile: drain {}: {}", d.node, d.error);
+        }
+      }
+    }
+  }
+  finish();
+  log::Info(
+      "reconcile: {} Slurm nodes, {} names published in OneGate: {} deleted, {} drained, "
+      "{} left alone, {} failed ({} OneGate request(s), {} Slurm calls)",
+      nodes->size(), report.published_names, report.Done(Action::kDelete),
+      report.Done(Action::kDrain),
+      report.Count(Action::kKeepPublished) + report.Count(Action::kKeepResponding) +
+          report.Count(Action::kKeepDrained) + report.Count(Action::kSkipped),
+      report.failures(), report.onegate_requests, report.slurm_calls);
+  return report;
+}
+
+int ReconcileExitCode(const Result<ReconcileReport>& result) {
+  if (!result) return 1;
+  return result->failures() > 0 ? 1 : 0;
+}
+
+}  // namespace onehpc

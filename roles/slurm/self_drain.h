@@ -1,0 +1,54 @@
+// `one-hpc self-drain`: the ExecStop of oneslurm-self-drain.service on a worker. At shutdown
+// (ordered After=slurmd, munge and the network, so it runs while they are still up) it sets
+// this VM's node DOWN with a reason, deletes it, and stops slurmd (a deleted node whose slurmd
+// keeps running never registers again: trap 3). Every call has a short timeout and the whole
+// run is bounded well below the unit's TimeoutStopSec, so it never hangs a shutdown.
+#ifndef ONEHPC_ROLES_SLURM_SELF_DRAIN_H_
+#define ONEHPC_ROLES_SLURM_SELF_DRAIN_H_
+
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/error.h"
+#include "roles/os/process.h"
+#include "roles/os/systemd.h"
+#include "roles/names.h"
+
+namespace onehpc {
+
+struct SelfDrainOptions {
+  std::string node_name;  ///< "" = the short host name (= the node name the worker set)
+  /// The configless config slurmd fetched; without it there is no controller to talk to.
+  std::string slurm_conf = slurm::kConfiglessSlurmConf;
+  std::string reason = "one-hpc self-drain: VM shutting down";
+  Duration command_timeout{10000};  ///< per scontrol call
+  /// No Slurm call starts after this; slurmd is stopped regardless (TimeoutStopSec is 90 s).
+  Duration budget{45000};
+  std::string slurmd_unit = slurm::kSlurmdUnit;
+};
+
+struct SelfDrainReport {
+  std::string node;
+  bool had_config = false;    ///< the configless config existed
+  bool was_registered = false;
+  bool deleted = false;       ///< verified gone (or was never there)
+  bool slurmd_stop_requested = false;
+  std::vector<std::string> problems;  ///< each also logged
+};
+
+/// Runs the sequence; never fails early: each step is tried and its problem recorded. Returns
+/// an error only for an invalid node name.
+Result<SelfDrainReport> RunSelfDrain(const SelfDrainOptions& options, ProcessRunner& runner,
+                                     Systemd& systemd, Clock& clock);
+
+/// Exit status for `one-hpc self-drain`: 0 when the node is gone (or was never registered) and
+/// the slurmd stop was requested, else 1 (shown in the journal; a shutdown goes on either way).
+int SelfDrainExitCode(const Result<SelfDrainReport>& result);
+
+/// The short host name of this machine (up to the first '.'), "" on failure.
+std::string ShortHostname();
+
+}  // namespace onehpc
+
+#endif  // ONEHPC_ROLES_SLURM_SELF_DRAIN_H_

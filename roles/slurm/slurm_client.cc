@@ -1,0 +1,145 @@
+#include "roles/slurm/slurm_client.h"
+
+#include "common/log.h"
+
+namespace onehpc::slurm {
+namespace {
+
+const char* StateWord(NodeStateChange change) {
+  switch (change) {
+    case NodeStateChange::kDown: return "DOWN";
+    case NodeStateChange::kDrain: return "DRAIN";
+    case NodeStateChange::kResume: return "RESUME";
+  }
+  return "?";
+}
+
+std::string Trimmed(const std::string& s) {
+  size_t b = s.find_first_not_of(" \t\r\n");
+  if (b == std::string::npos) return "";
+  size_t e = s.find_last_not_of(" \t\r\n");
+  return s.substr(b, e - b + 1);
+}
+
+bool Mentions(const ProcessResult& r, const std::string& needle) {
+  return r.err.find(needle) != std::string::npos || r.out.find(needle) != std::string::npos;
+}
+
+}  // namespace
+
+
+SlurmClient::SlurmClient(ProcessRunner& runner, SlurmClientOptions options)
+    : runner_(runner), options_(std::move(options)) {}
+
+Result<ProcessResult> SlurmClient::Run(std::vector<std::string> argv) {
+  Command command;
+  command.argv = std::move(argv);
+  command.timeout = options_.timeout;
+  if (!options_.slurm_conf.empty()) command.env.emplace_back("SLURM_CONF", options_.slurm_conf);
+  ++calls_;
+  auto result = runner_.Run(command);
+  if (!result) return result;
+  if (result->timed_out) {
+    return Fail(ErrorKind::kProcess, log::QuoteArgv(command.argv) + ": timed out after " +
+                                         std::to_string(options_.timeout.count()) + " ms");
+  }
+  return result;
+}
+
+Result<bool> SlurmClient::Ping() {
+  auto r = Run({options_.scontrol, "ping"});
+  if (!r) return Fail(r.error());
+  // "Slurmctld(primary) at NAME is UP" / "... is DOWN"
+  return r->exit_code == 0 && r->out.find(" is UP") != std::string::npos;
+}
+
+Result<std::vector<SlurmNode>> SlurmClient::ShowNodes() {
+  auto r = Run({options_.scontrol, "-o", "show", "nodes"});
+  if (!r) return Fail(r.error());
+  if (r->exit_code != 0) {
+    return Fail(ErrorKind::kProcess,
+                "scontrol -o show nodes failed (exit " + std::to_string(r->exit_code) +
+                    "): " + ProcessText(*r));
+  }
+  return ParseShowNodes(r->out);
+}
+
+Result<std::optional<SlurmNode>> SlurmClient::ShowNode(const std::string& name) {
+  if (!IsValidNodeName(name)) {
+    return Fail(ErrorKind::kInvalidInput, "refusing Slurm node name '" + name + "'");
+  }
+  auto r = Run({options_.scontrol, "-o", "show", "node", name});
+  if (!r) return Fail(r.error());
+  if (r->exit_code != 0) {
+    if (Mentions(*r, "Node " + name + " not found")) return std::optional<SlurmNode>();
+    return Fail(ErrorKind::kProcess, "scontrol -o show node " + name + " failed (exit " +
+                                         std::to_string(r->exit_code) + "): " + ProcessText(*r));
+  }
+  auto nodes = ParseShowNodes(r->out);
+  if (!nodes) return Fail(nodes.error());
+  for (auto& n : *nodes) {
+    if (n.name == name) return std::optional<SlurmNode>(std::move(n));
+  }
+  return std::optional<SlurmNode>();
+}
+
+Result<std::map<std::string, std::vector<std::string>>> SlurmClient::ActiveJobsByNode() {
+  auto r = Run({options_.squeue, "-h", "-a", "-t", "RUNNING,SUSPENDED,COMPLETING", "-o", "%i %N"});
+  if (!r) return Fail(r.error());
+  if (r->exit_code != 0) {
+    return Fail(ErrorKind::kProcess, "squeue failed (exit " + std::to_string(r->exit_code) +
+                                         "): " + ProcessText(*r));
+  }
+  return ParseSqueueJobNodes(r->out);
+}
+
+Result<NodeChange> SlurmClient::Change(const std::string& name, std::vector<std::string> argv,
+                                       const std::string& what) {
+  if (!IsValidNodeName(name)) {
+    return Fail(ErrorKind::kInvalidInput, "refusing Slurm node name '" + name + "'");
+  }
+  auto r = Run(argv);
+  if (!r) return Fail(r.error());
+  if (r->exit_code == 0) return NodeChange::kDone;
+  if (Mentions(*r, "Invalid node name specified")) return NodeChange::kAlreadyGone;
+  return Fail(ErrorKind::kProcess, what + " " + name + " failed (exit " +
+                                       std::to_string(r->exit_code) + "): " + ProcessText(*r));
+}
+
+Result<NodeChange> SlurmClient::DeleteNode(const std::string& name) {
+  return Change(name, {options_.scontrol, "delete", "nodename=" + name}, "scontrol delete");
+}
+
+Result<NodeChange> SlurmClient::SetState(const std::string& name, NodeStateChange change,
+                                         const std::string& reason) {
+  std::vector<std::string> argv = {options_.scontrol, "update", "nodename=" + name,
+                                   std::string("state=") + StateWord(change)};
+  if (change != NodeStateChange::kResume) {
+    if (reason.empty() || reason.find('\n') != std::string::npos) {
+      return Fail(ErrorKind::kInvalidInput, "a DOWN/DRAIN needs a one-line reason");
+    }
+    argv.push_back("reason=" + reason);  // one argv element: spaces need no quoting
+  }
+  return Change(name, std::move(argv),
+                std::string("scontrol update state=") + StateWord(change) + " of");
+}
+
+Result<NodeChange> SlurmClient::SetNodeAddr(const std::string& name, const std::string& addr) {
+  return Change(name, {options_.scontrol, "update", "nodename=" + name, "nodeaddr=" + addr},
+                "scontrol update nodeaddr of");
+}
+
+Result<NodeChange> SlurmClient::DeleteNodeVerified(const std::string& name) {
+  auto deleted = DeleteNode(name);
+  if (!deleted) return deleted;
+  auto shown = ShowNode(name);
+  if (!shown) return Fail(shown.error().WithContext("checking that " + name + " is gone"));
+  if (shown->has_value()) {
+    return Fail(ErrorKind::kProcess, "scontrol delete nodename=" + name +
+                                         " reported success but the node is still registered "
+                                         "(State=" + (*shown)->state + ")");
+  }
+  return deleted;
+}
+
+}  // namespace onehpc::slurm

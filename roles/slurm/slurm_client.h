@@ -1,0 +1,81 @@
+// The Slurm client calls one-hpc makes, with a timeout on each and the semantics learned on
+// Slurm 22.05 (../shared/reference/slurm-dynamic-nodes.md §7): one node per delete,
+// "Invalid node name specified" means the node is already gone, and exit codes are not
+// trusted alone — callers that must know verify with ShowNode (or the next ShowNodes).
+#ifndef ONEHPC_ROLES_SLURM_SLURM_CLIENT_H_
+#define ONEHPC_ROLES_SLURM_SLURM_CLIENT_H_
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/error.h"
+#include "roles/os/process.h"
+#include "roles/slurm/nodes.h"
+
+namespace onehpc::slurm {
+
+struct SlurmClientOptions {
+  /// SLURM_CONF for every call; "" = Slurm's own lookup (/etc/slurm/slurm.conf, or the
+  /// configless cache /run/slurm/conf on a worker).
+  std::string slurm_conf;
+  Duration timeout{10000};  ///< per call
+  std::string scontrol = "scontrol";
+  std::string squeue = "squeue";
+};
+
+/// What a state change or delete found.
+enum class NodeChange {
+  kDone,         ///< the call succeeded
+  kAlreadyGone,  ///< Slurm does not know the node ("Invalid node name specified")
+};
+
+/// The state changes one-hpc makes.
+enum class NodeStateChange { kDown, kDrain, kResume };
+
+/// Runs scontrol/squeue through a ProcessRunner. Every method is exactly one process.
+class SlurmClient {
+ public:
+  SlurmClient(ProcessRunner& runner, SlurmClientOptions options);
+
+  /// `scontrol ping`: true when the primary controller answers "is UP".
+  Result<bool> Ping();
+  /// `scontrol -o show nodes`.
+  Result<std::vector<SlurmNode>> ShowNodes();
+  /// `scontrol -o show node NAME`; nullopt when Slurm says "Node NAME not found".
+  Result<std::optional<SlurmNode>> ShowNode(const std::string& name);
+  /// `squeue -h -a -t RUNNING,SUSPENDED,COMPLETING -o "%i %N"`: node → ids of the jobs that
+  /// still hold it.
+  Result<std::map<std::string, std::vector<std::string>>> ActiveJobsByNode();
+  /// `scontrol delete nodename=NAME` (one node). An error (kProcess) quotes scontrol's
+  /// stderr, e.g. "Requested nodes are busy".
+  Result<NodeChange> DeleteNode(const std::string& name);
+  /// `scontrol update nodename=NAME state=DOWN|DRAIN|RESUME [reason=REASON]`.
+  Result<NodeChange> SetState(const std::string& name, NodeStateChange change,
+                              const std::string& reason);
+  /// `scontrol update nodename=NAME nodeaddr=ADDR` (trap 4: a re-registered name keeps its
+  /// old address).
+  Result<NodeChange> SetNodeAddr(const std::string& name, const std::string& addr);
+
+  /// Delete, then ShowNode to make sure the node is gone (exit codes lie).
+  Result<NodeChange> DeleteNodeVerified(const std::string& name);
+
+  /// Processes started so far.
+  int calls() const { return calls_; }
+  const SlurmClientOptions& options() const { return options_; }
+
+ private:
+  Result<ProcessResult> Run(std::vector<std::string> argv);
+  Result<NodeChange> Change(const std::string& name, std::vector<std::string> argv,
+                            const std::string& what);
+  ProcessRunner& runner_;
+  SlurmClientOptions options_;
+  int calls_ = 0;
+};
+
+
+}  // namespace onehpc::slurm
+
+#endif  // ONEHPC_ROLES_SLURM_SLURM_CLIENT_H_

@@ -1,0 +1,29 @@
+// The slurmd unit a worker runs as a dynamic node of a configless cluster.
+#ifndef ONEHPC_ROLES_SLURM_SLURMD_UNIT_H_
+#define ONEHPC_ROLES_SLURM_SLURMD_UNIT_H_
+
+#include <string>
+
+
+namespace onehpc::slurm {
+
+/// Everything that goes into the slurmd unit of a dynamic node.
+struct SlurmdUnitParams {
+  std::string node_name;
+  std::string controller_addr;
+  int cpus = 1;
+  long real_memory_mb = 1;
+  int gpus = 0;
+  std::string slurmd = "/usr/sbin/slurmd";
+};
+
+/// `--conf` value: "CPUs=2 RealMemory=1800 Feature=one[ Gres=gpu:N]".
+std::string SlurmdNodeConf(const SlurmdUnitParams& params);
+
+/// A complete /etc/systemd/system/slurmd.service replacing the packaged one (whose
+/// ConditionPathExists=/etc/slurm/slurm.conf would skip a configless worker).
+std::string RenderSlurmdUnit(const SlurmdUnitParams& params);
+
+}  // namespace onehpc::slurm
+
+#endif  // ONEHPC_ROLES_SLURM_SLURMD_UNIT_H_

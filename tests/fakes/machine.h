@@ -1,0 +1,216 @@
+// A machine under a temporary root (files, systemctl with state, hostname, munge), and a
+// slurmctld seen through scontrol/squeue with state, as Slurm 22.05 answered in the lab.
+#ifndef ONEHPC_TESTS_FAKES_MACHINE_H_
+#define ONEHPC_TESTS_FAKES_MACHINE_H_
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "roles/os/files.h"
+#include "roles/os/systemd.h"
+#include "roles/role.h"
+#include "tests/fakes/block_devices.h"
+#include "tests/fakes/clock.h"
+#include "tests/fakes/http.h"
+#include "tests/fakes/mounts.h"
+#include "tests/fakes/process_runner.h"
+
+namespace onehpc::fakes {
+
+namespace fs = std::filesystem;
+
+/// A machine under a temporary root. systemctl, hostname, munge and unmunge are
+/// answered with state; Slurm commands are up to each test (runner.On(...)).
+class FakeMachine {
+ public:
+  FakeMachine() {
+    char tmpl[] = "/tmp/onehpc-slurm-test.XXXXXX";
+    root = mkdtemp(tmpl);
+    files = std::make_unique<Files>(root);
+    Write("/proc/cpuinfo", "processor\t: 0\nmodel name\t: x\n\nprocessor\t: 1\nmodel name\t: x\n");
+    Write("/proc/meminfo", "MemTotal:        4096000 kB\nMemFree:          100000 kB\n");
+    Write("/proc/sys/kernel/hostname", "localhost\n");
+    Write("/etc/hosts", "127.0.0.1\tlocalhost\n127.0.1.1\tdebian\n");
+    fs::create_directories(root + "/dev");
+    fs::create_directories(root + "/etc/systemd/system");
+    fs::create_directories(root + "/sys/fs/cgroup");
+    runner.On({"systemctl", "is-active", "--quiet"}, [this](const Command& c) {
+      return Exit(active.count(c.argv[3]) ? 0 : 3);
+    });
+    for (const char* verb : {"start", "restart"}) {
+      runner.On({"systemctl", "--no-block", verb}, [this](const Command& c) {
+        active.insert(c.argv[3]);
+        return Exit(0);
+      });
+    }
+    runner.On({"systemctl", "--no-block", "stop"}, [this](const Command& c) {
+      active.erase(c.argv[3]);
+      return Exit(0);
+    });
+    runner.On({"systemctl", "enable"}, [this](const Command& c) {
+      Write(WantsLink(c.argv[2]), "enabled\n");
+      return Exit(0);
+    });
+    runner.On({"systemctl", "disable"}, [this](const Command& c) {
+      fs::remove(root + WantsLink(c.argv[2]));
+      return Exit(0);
+    });
+    runner.On({"hostname"}, [this](const Command& c) {
+      Write("/proc/sys/kernel/hostname", c.argv.at(1) + "\n");
+      return Exit(0);
+    });
+    runner.On({"munge", "-n"}, [](const Command&) { return Exit(0, "MUNGE:AAAA:\n"); });
+    runner.On({"unmunge"}, [](const Command& c) {
+      return c.stdin_data.empty() ? Exit(1, "", "unmunge: no credential") : Exit(0, "STATUS: Success (0)\n");
+    });
+  }
+  ~FakeMachine() {
+    std::error_code ec;
+    fs::remove_all(root, ec);
+  }
+
+  static std::string WantsLink(const std::string& unit) {
+    bool timer = unit.size() > 6 && unit.substr(unit.size() - 6) == ".timer";
+    return std::string("/etc/systemd/system/") + (timer ? "timers.target" : "multi-user.target") +
+           ".wants/" + unit;
+  }
+  void Write(const std::string& path, const std::string& content) {
+    fs::create_directories(fs::path(root + path).parent_path());
+    std::ofstream(root + path, std::ios::binary) << content;
+  }
+  std::string Read(const std::string& path) const {
+    std::ifstream in(root + path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
+  bool Exists(const std::string& path) const { return fs::exists(root + path); }
+  /// Argvs of the commands run, excluding the read-only systemctl is-active probes.
+  std::vector<std::string> Changes() const {
+    std::vector<std::string> out;
+    for (const auto& a : runner.Argvs()) {
+      if (a.rfind("systemctl is-active", 0) == 0) continue;
+      out.push_back(a);
+    }
+    return out;
+  }
+
+  std::string root;
+  std::unique_ptr<Files> files;
+  FakeProcessRunner runner;
+  SystemctlSystemd systemd{runner};
+  FakeClock clock;
+  std::set<std::string> active;
+  FakeBlockDevices block_devices;
+  FakeMounts mounts;
+  NoHttp http;
+  /// The adapters of this machine, as a run gets them.
+  SystemAdapters Adapters() { return {runner, *files, systemd, block_devices, mounts, clock, http}; }
+};
+
+/// A slurmctld seen through scontrol/squeue, with state, answering like Slurm 22.05 did in
+/// the lab (messages, exit codes, busy deletes).
+class FakeSlurm {
+ public:
+  struct Node {
+    std::string base = "IDLE";  ///< IDLE, MIXED, ALLOCATED, DOWN
+    bool drain = false;
+    bool not_responding = false;
+    std::string reason;
+    std::string addr = "10.0.0.99";
+    std::vector<std::string> jobs;
+  };
+  std::map<std::string, Node> nodes;
+  bool delete_lies = false;  ///< delete answers rc 0 but keeps the node
+  bool down = false;         ///< slurmctld does not answer
+  std::vector<std::string> log;  ///< changes applied: "delete n1", "update n1 state=DRAIN ..."
+
+  std::string State(const Node& n) const {
+    return n.base + (n.drain ? "+DRAIN" : "") + "+DYNAMIC_NORM" +
+           (n.not_responding ? "+NOT_RESPONDING" : "");
+  }
+  std::string Line(const std::string& name, const Node& n) const {
+    std::string line = "NodeName=" + name + " Arch=x86_64 CPUTot=2 AvailableFeatures=one NodeAddr=" +
+                       n.addr + " NodeHostName=" + name +
+                       " OS=Linux 6.1.0 #1 SMP PREEMPT_DYNAMIC Debian RealMemory=1000 State=" +
+                       State(n) + " Partitions=all";
+    if (!n.reason.empty()) line += " Reason=" + n.reason + " [root@2026-11-29T16:12:52]";
+    return line + "\n";
+  }
+  void Install(FakeProcessRunner& runner) {
+    auto unreachable = [] {
+      return Exit(1, "", "slurm_load_node error: Unable to contact slurm controller (connect failure)\n");
+    };
+    runner.On({"scontrol", "-o", "show", "nodes"}, [this, unreachable](const Command&) {
+      if (down) return unreachable();
+      std::string out;
+      for (const auto& [name, n] : nodes) out += Line(name, n);
+      return Exit(0, out.empty() ? "No nodes in the system\n" : out);
+    });
+    runner.On({"scontrol", "-o", "show", "node"}, [this, unreachable](const Command& c) {
+      if (down) return unreachable();
+      const std::string& name = c.argv.at(4);
+      auto it = nodes.find(name);
+      if (it == nodes.end()) return Exit(1, "Node " + name + " not found\n");
+      return Exit(0, Line(name, it->second));
+    });
+    runner.On({"scontrol", "delete"}, [this, unreachable](const Command& c) {
+      if (down) return unreachable();
+      std::string name = c.argv.at(2).substr(std::string("nodename=").size());
+      auto it = nodes.find(name);
+      if (it == nodes.end()) {
+        return Exit(1, "", "scontrol: error: failed to delete nodes " + name +
+                               "\ndelete_node nodename=" + name +
+                               ": Invalid node name specified\n");
+      }
+      if (!it->second.jobs.empty() && it->second.base != "DOWN") {
+        return Exit(1, "", "scontrol: error: failed to delete nodes " + name +
+                               "\ndelete_node nodename=" + name +
+                               ": Requested nodes are busy\n");
+      }
+      log.push_back("delete " + name);
+      if (!delete_lies) nodes.erase(it);
+      return Exit(0);
+    });
+    runner.On({"scontrol", "update"}, [this, unreachable](const Command& c) {
+      if (down) return unreachable();
+      std::string name = c.argv.at(2).substr(std::string("nodename=").size());
+      auto it = nodes.find(name);
+      if (it == nodes.end()) {
+        return Exit(1, "", "slurm_update error: Invalid node name specified\n");
+      }
+      std::string change;
+      for (size_t i = 3; i < c.argv.size(); ++i) change += " " + c.argv[i];
+      log.push_back("update " + name + change);
+      Node& n = it->second;
+      for (size_t i = 3; i < c.argv.size(); ++i) {
+        const std::string& a = c.argv[i];
+        if (a == "state=DRAIN") n.drain = true;
+        if (a == "state=DOWN") n.base = "DOWN";
+        if (a == "state=RESUME") {
+          n.drain = false;
+          if (n.base == "DOWN") n.base = "IDLE";
+          n.reason.clear();
+        }
+        if (a.rfind("reason=", 0) == 0) n.reason = a.substr(7);
+        if (a.rfind("nodeaddr=", 0) == 0) n.addr = a.substr(9);
+      }
+      return Exit(0);
+    });
+    runner.On({"squeue"}, [this](const Command&) {
+      if (down) return Exit(1, "", "squeue: error: Unable to contact slurm controller\n");
+      std::string out;
+      for (const auto& [name, n] : nodes) {
+        for (const auto& j : n.jobs) out += j + " " + name + "\n";
+      }
+      return Exit(0, out);
+    });
+  }
+};
+
+}  // namespace onehpc::fakes
+
+#endif  // ONEHPC_TESTS_FAKES_MACHINE_H_

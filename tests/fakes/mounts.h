@@ -1,0 +1,46 @@
+// A mount table in memory: Mount and Unmount edit it.
+#ifndef ONEHPC_TESTS_FAKES_MOUNTS_H_
+#define ONEHPC_TESTS_FAKES_MOUNTS_H_
+
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "roles/os/mounts.h"
+
+namespace onehpc::fakes {
+
+class FakeMounts : public Mounts {
+ public:
+  std::vector<MountEntry> table;
+  int mounts = 0;  ///< Mount calls
+  Result<std::optional<MountEntry>> FindByTarget(const std::string& target) override {
+    for (auto it = table.rbegin(); it != table.rend(); ++it) {
+      if (it->target == target) return std::optional<MountEntry>(*it);
+    }
+    return std::optional<MountEntry>();
+  }
+  Result<std::vector<MountEntry>> FindBySource(const std::string& source) override {
+    std::vector<MountEntry> out;
+    for (const auto& e : table) {
+      if (e.source == source) out.push_back(e);
+    }
+    return out;
+  }
+  Status Mount(const MountEntry& entry) override {
+    ++mounts;
+    table.push_back(entry);
+    return Ok();
+  }
+  Status Unmount(const std::string& target) override {
+    table.erase(std::remove_if(table.begin(), table.end(),
+                               [&](const MountEntry& e) { return e.target == target; }),
+                table.end());
+    return Ok();
+  }
+};
+
+}  // namespace onehpc::fakes
+
+#endif  // ONEHPC_TESTS_FAKES_MOUNTS_H_

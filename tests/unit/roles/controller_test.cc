@@ -1,0 +1,259 @@
+// The controller role on a fake machine: plans, files, argv lists, published attributes.
+#include "roles/controller.h"
+
+#include <sys/stat.h>
+
+#include <gtest/gtest.h>
+#include <pwd.h>
+
+#include "common/base64.h"
+#include "common/log.h"
+#include "roles/names.h"
+#include "roles/slurm/slurm_conf.h"
+#include "tests/fakes/machine.h"
+#include "tests/fakes/onegate_sim.h"
+#include "tests/fakes/role_run.h"
+
+namespace onehpc {
+namespace {
+
+using fakes::Exit;
+using fakes::FakeMachine;
+using fakes::RoleRun;
+
+bool Has(const std::vector<std::string>& v, const std::string& item) {
+  return std::find(v.begin(), v.end(), item) != v.end();
+}
+
+class ControllerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_GT(sim_.Start(), 0);
+    int service = sim_.CreateService("OneSlurm", {fakes::SimRole("controller", 1), fakes::SimRole("worker", 1)});
+    sim::VmSpec spec;
+    spec.nics.push_back(fakes::SimNic("10.0.0.5", "service"));
+    vm_ = sim_.AddVm(service, "controller", spec);
+    onegate_ = std::make_unique<OneGateClient>(fakes::SimConfig(sim_, vm_), http_, m_.clock);
+    m_.runner.On({"scontrol", "ping"}, Exit(0, "Slurmctld(primary) at slurm-one-controller is UP\n"));
+    vars_ = {{"ETH0_IP", "10.0.0.5"}, {"ETH0_MASK", "255.255.255.0"},
+             {"VMID", std::to_string(vm_.id)}};
+  }
+  std::unique_ptr<RoleRun> Configure(PlanMode mode = PlanMode::kApply) {
+    auto run = std::make_unique<RoleRun>(m_, *role_, vars_, onegate_.get(), mode);
+    auto s = role_->Configure(*run->env);
+    EXPECT_TRUE(s) << (s ? "" : s.error().message) << "\n" << run->plan.Render();
+    return run;
+  }
+  // What the configure flow does after a successful configure: one PUT with READY.
+  void PublishWithReady(const RoleRun& run) {
+    auto attrs = run.publish;
+    attrs.emplace_back("READY", "YES");
+    ASSERT_TRUE(onegate_->UpdateVm(attrs));
+  }
+
+  FakeMachine m_;
+  sim::OneGateSimulator sim_;
+  sim::VmHandle vm_;
+  CurlTransport http_;
+  std::unique_ptr<OneGateClient> onegate_;
+  std::unique_ptr<Role> role_ = MakeControllerRole();
+  ContextVars vars_;
+};
+
+TEST_F(ControllerTest, Identity) {
+  EXPECT_EQ(role_->Name(), "controller");
+  EXPECT_EQ(role_->Service(), "OneSlurm");
+  auto specs = role_->Settings();
+  ASSERT_EQ(specs.size(), 1u);
+  EXPECT_EQ(specs[0].name, "ONEAPP_SLURM_MAX_NODES");
+  EXPECT_EQ(specs[0].default_value, "100");
+  auto bad = Settings::Resolve(specs, {{"ONEAPP_SLURM_MAX_NODES", "0"}});
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("ONEAPP_SLURM_MAX_NODES"), std::string::npos);
+}
+
+TEST_F(ControllerTest, FirstBoot) {
+  log::Capture logs;
+  auto run = Configure();
+  auto changes = run->Changes();
+  EXPECT_TRUE(Has(changes, "write /etc/hostname"));
+  EXPECT_TRUE(Has(changes, "set the running host name to slurm-one-controller"));
+  EXPECT_TRUE(Has(changes, "write /etc/hosts"));
+  EXPECT_TRUE(Has(changes, "generate a new munge key in /etc/munge/munge.key"));
+  EXPECT_TRUE(Has(changes, "start munge.service (--no-block)"));
+  EXPECT_TRUE(Has(changes, "write /etc/slurm/slurm.conf"));
+  EXPECT_TRUE(Has(changes, "enable slurmctld.service"));
+  EXPECT_TRUE(Has(changes, "start slurmctld.service (--no-block)"));
+  EXPECT_TRUE(Has(changes, "enable oneslurm-reconcile.timer"));
+  EXPECT_TRUE(Has(changes, "start oneslurm-reconcile.timer (--no-block)"));
+
+  // Files.
+  EXPECT_EQ(m_.Read("/proc/sys/kernel/hostname"), "slurm-one-controller\n");
+  EXPECT_EQ(m_.Read("/etc/hostname"), "slurm-one-controller\n");
+  EXPECT_EQ(m_.Read("/etc/hosts"),
+            "# BEGIN one-hpc managed block (do not edit)\n10.0.0.5\tslurm-one-controller\n"
+            "# END one-hpc managed block\n127.0.0.1\tlocalhost\n127.0.1.1\tdebian\n");
+  std::string key = m_.Read("/etc/munge/munge.key");
+  EXPECT_EQ(key.size(), 128u);
+  struct stat st {};
+  ASSERT_EQ(stat((m_.root + "/etc/munge/munge.key").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0400u);
+  EXPECT_TRUE(m_.Exists("/etc/munge/one-hpc-key-generated"));
+  // StateSaveLocation made without a child process: slurm's, 0700.
+  ASSERT_EQ(stat((m_.root + "/var/lib/slurm/slurmctld").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0700u);
+  if (const passwd* pw = ::getpwnam("slurm")) EXPECT_EQ(st.st_uid, pw->pw_uid);
+  std::string conf = m_.Read("/etc/slurm/slurm.conf");
+  EXPECT_EQ(slurm::SlurmConfValue(conf, "SlurmctldHost"), "slurm-one-controller(10.0.0.5)");
+  EXPECT_EQ(slurm::SlurmConfValue(conf, "MaxNodeCount"), "100");
+  EXPECT_EQ(slurm::SlurmConfValue(conf, "ProctrackType"), "proctrack/linuxproc");
+  EXPECT_TRUE(logs.Contains("proctrack/linuxproc + task/none (no usable cgroup controllers"));
+
+  // Commands, in order (is-active probes left out); munge checked before slurmctld starts,
+  // slurmctld checked with scontrol ping before anything is published.
+  EXPECT_EQ(m_.Changes(), (std::vector<std::string>{
+                              "hostname slurm-one-controller",
+                              "systemctl enable munge.service",
+                              "systemctl --no-block start munge.service",
+                              "munge -n",
+                              "unmunge",
+                              "systemctl enable slurmctld.service",
+                              "systemctl --no-block start slurmctld.service",
+                              "scontrol ping",
+                              "systemctl enable oneslurm-reconcile.timer",
+                              "systemctl --no-block start oneslurm-reconcile.timer",
+                          }));
+  // Neither the key nor its base64 ever reaches a command line or a child's stdin.
+  std::string b64 = Base64Encode(key);
+  for (const auto& c : m_.runner.commands()) {
+    for (const auto& arg : c.argv) {
+      EXPECT_EQ(arg.find(b64), std::string::npos);
+      EXPECT_NE(arg, key);
+    }
+    EXPECT_NE(c.stdin_data, key);
+    EXPECT_EQ(c.stdin_data.find(b64), std::string::npos);
+  }
+  for (const auto& a : m_.runner.Argvs()) {
+    EXPECT_EQ(a.find("reconfigure"), std::string::npos) << a;
+  }
+
+  // Published with READY by the configure flow: address, host and the key, in one update.
+  ASSERT_EQ(run->publish.size(), 3u);
+  EXPECT_EQ(run->publish[0], (std::pair<std::string, std::string>{"SLURM_CONTROLLER_ADDR", "10.0.0.5"}));
+  EXPECT_EQ(run->publish[1].second, "slurm-one-controller");
+  EXPECT_EQ(run->publish[2].first, "SLURM_MUNGE_KEY_BASE64");
+  EXPECT_EQ(Base64DecodeStrict(run->publish[2].second).value_or(""), key);
+  EXPECT_FALSE(logs.Contains(run->publish[2].second));  // never logged
+}
+
+TEST_F(ControllerTest, RerunKeepsEverything) {
+  auto first = Configure();
+  PublishWithReady(*first);
+  std::string key = m_.Read("/etc/munge/munge.key");
+  size_t before = m_.runner.commands().size();
+  auto second = Configure();
+  EXPECT_TRUE(second->Changes().empty()) << second->plan.Render();
+  EXPECT_EQ(m_.Read("/etc/munge/munge.key"), key);
+  std::vector<std::string> after;
+  for (size_t i = before; i < m_.runner.commands().size(); ++i) {
+    std::string a = m_.runner.Argvs()[i];
+    if (a.rfind("systemctl is-active", 0) != 0) after.push_back(a);
+  }
+  // Only checks: munge round trip and scontrol ping.
+  EXPECT_EQ(after, (std::vector<std::string>{"munge -n", "unmunge", "scontrol ping"}));
+  ASSERT_EQ(second->publish.size(), 3u);  // sent again with READY (same values)
+}
+
+TEST_F(ControllerTest, ChangedMaxNodesRestartsInsteadOfReconfigure) {
+  auto first = Configure();
+  PublishWithReady(*first);
+  vars_["ONEAPP_SLURM_MAX_NODES"] = "3";
+  size_t before = m_.runner.commands().size();
+  auto second = Configure();
+  auto changes = second->Changes();
+  EXPECT_EQ(changes, (std::vector<std::string>{"write /etc/slurm/slurm.conf",
+                                               "restart slurmctld.service (--no-block)"}));
+  bool mentioned = false;
+  for (const auto& a : second->plan.actions()) {
+    if (a.what == "write /etc/slurm/slurm.conf") {
+      mentioned = a.why.find("was: MaxNodeCount=100; now: MaxNodeCount=3") != std::string::npos;
+    }
+  }
+  EXPECT_TRUE(mentioned) << second->plan.Render();
+  for (size_t i = before; i < m_.runner.commands().size(); ++i) {
+    EXPECT_EQ(m_.runner.Argvs()[i].find("reconfigure"), std::string::npos);
+  }
+  EXPECT_EQ(slurm::SlurmConfValue(m_.Read("/etc/slurm/slurm.conf"), "MaxNodeCount"), "3");
+}
+
+TEST_F(ControllerTest, ImageKeyIsReplacedOnceAndSaved) {
+  m_.Write("/etc/munge/munge.key", std::string(128, 'I'));
+  auto run = Configure();
+  EXPECT_NE(m_.Read("/etc/munge/munge.key"), std::string(128, 'I'));
+  EXPECT_EQ(m_.Read("/etc/munge/munge.key.before-one-hpc"), std::string(128, 'I'));
+  bool explained = false;
+  for (const auto& a : run->plan.actions()) {
+    if (a.what.rfind("generate a new munge key", 0) == 0) {
+      explained = a.why.find("not generated by one-hpc") != std::string::npos;
+    }
+  }
+  EXPECT_TRUE(explained);
+  std::string key = m_.Read("/etc/munge/munge.key");
+  Configure();
+  EXPECT_EQ(m_.Read("/etc/munge/munge.key"), key);  // kept from now on
+}
+
+TEST_F(ControllerTest, DryRunTouchesNothing) {
+  auto run = Configure(PlanMode::kDryRun);
+  EXPECT_FALSE(m_.Exists("/etc/munge/munge.key"));
+  EXPECT_FALSE(m_.Exists("/etc/slurm/slurm.conf"));
+  EXPECT_EQ(m_.Read("/etc/hostname"), "");
+  for (const auto& a : m_.runner.Argvs()) {
+    EXPECT_EQ(a.rfind("systemctl is-active", 0), 0u) << a;  // reads only
+  }
+  EXPECT_TRUE(run->publish.empty());
+  EXPECT_TRUE(Has(run->Changes(), "generate a new munge key in /etc/munge/munge.key"));
+  EXPECT_TRUE(Has(run->Changes(), "start slurmctld.service (--no-block)"));
+}
+
+TEST_F(ControllerTest, SlurmctldThatNeverAnswersFailsWithinTheDeadline) {
+  m_.runner.On({"scontrol", "ping"}, Exit(1, "Slurmctld(primary) at slurm-one-controller is DOWN\n"));
+  RoleRun run(m_, *role_, vars_, onegate_.get());
+  auto s = role_->Configure(*run.env);
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.error().message.find("journalctl -u slurmctld"), std::string::npos);
+  EXPECT_TRUE(run.publish.empty());  // READY never goes out with the data
+  EXPECT_GE(m_.clock.slept(), Duration(80000));
+  EXPECT_LE(m_.clock.slept(), Duration(90000));
+}
+
+TEST_F(ControllerTest, PackagedSlurmdIsDisabledOnTheController) {
+  m_.Write("/etc/systemd/system/multi-user.target.wants/slurmd.service", "");
+  auto run = Configure();
+  EXPECT_TRUE(Has(run->Changes(), "disable slurmd.service"));
+  EXPECT_FALSE(m_.Exists("/etc/systemd/system/multi-user.target.wants/slurmd.service"));
+}
+
+TEST_F(ControllerTest, SetHostnameAndErrors) {
+  vars_["SET_HOSTNAME"] = "head.example.org";
+  Configure();
+  EXPECT_EQ(slurm::SlurmConfValue(m_.Read("/etc/slurm/slurm.conf"), "SlurmctldHost"),
+            "head(10.0.0.5)");
+  vars_.erase("ETH0_IP");
+  RoleRun run(m_, *role_, vars_, onegate_.get());
+  auto s = role_->Configure(*run.env);
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.error().message.find("ETH0_IP"), std::string::npos);
+}
+
+TEST_F(ControllerTest, CgroupsWhenAvailable) {
+  m_.Write("/sys/fs/cgroup/cgroup.controllers", "cpuset cpu io memory pids\n");
+  m_.Write("/proc/mounts", "cgroup2 /sys/fs/cgroup cgroup2 rw,nosuid,nodev,noexec,relatime 0 0\n");
+  Configure();
+  std::string conf = m_.Read("/etc/slurm/slurm.conf");
+  EXPECT_EQ(slurm::SlurmConfValue(conf, "ProctrackType"), "proctrack/cgroup");
+  EXPECT_NE(m_.Read("/etc/slurm/cgroup.conf").find("ConstrainCores=yes"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace onehpc

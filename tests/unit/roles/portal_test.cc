@@ -1,0 +1,120 @@
+// The Open OnDemand portal and worker roles on a fake machine: what a plan (dry run) decides
+// from the context, with the homes on the storage VM or on the site's NFS server. The apply
+// path runs for real in tests/lab/lab_ood_test.sh.
+#include "roles/portal.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "roles/host/address.h"
+#include "roles/ood/settings.h"
+#include "roles/ood/users.h"
+#include "roles/ood_worker.h"
+#include "tests/fakes/machine.h"
+#include "tests/fakes/onegate_sim.h"
+#include "tests/fakes/role_run.h"
+
+namespace onehpc {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+using fakes::FakeMachine;
+using fakes::RoleRun;
+
+class PortalPlanTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    m_.Write("/etc/passwd", "root:x:0:0:root:/root:/bin/bash\n");
+    m_.Write("/etc/group", "root:x:0:\n");
+    m_.Write("/etc/shadow", "root:*:19000:0:99999:7:::\n");
+    vars_ = {{"ETH0_IP", "192.168.10.4"}, {"ETH1_IP", "10.0.1.23"}, {"ETH1_MASK", "24"},
+             {"VMID", "7"}, {ood::kNfsHost, "10.0.1.5"},
+             {ood::kLocalUsersVar, "alice:Wonderland-42 bob:Builder-4242:20001"}};
+  }
+  std::unique_ptr<RoleRun> Plan(const std::unique_ptr<Role>& role) {
+    auto run = std::make_unique<RoleRun>(m_, *role, vars_, nullptr, PlanMode::kDryRun);
+    status_ = role->Configure(*run->env);
+    return run;
+  }
+  FakeMachine m_;
+  ContextVars vars_;
+  Status status_ = Ok();
+};
+
+TEST_F(PortalPlanTest, HomesStateAndSoftwareFromTheStorageVm) {
+  auto role = MakePortalRole();
+  auto run = Plan(role);
+  ASSERT_TRUE(status_) << status_.error().message << "\n" << run->plan.Render();
+  std::string plan = run->plan.Render();
+  EXPECT_THAT(plan, HasSubstr("mount 10.0.1.5:/export/home on /home"));
+  EXPECT_THAT(plan, HasSubstr("mount 10.0.1.5:/export/slurm on /var/lib/one-hpc/portal-state"));
+  EXPECT_THAT(plan, HasSubstr("mount 10.0.1.5:/export/software on /opt/software"));
+  EXPECT_THAT(plan, HasSubstr("/var/lib/one-hpc/portal-state/munge.key"));
+  // A plan changes nothing: no command ran, no file was written.
+  EXPECT_TRUE(m_.Changes().empty()) << ::testing::PrintToString(m_.Changes());
+  EXPECT_FALSE(m_.Exists("/etc/systemd/system/home.mount"));
+  EXPECT_FALSE(m_.Exists("/etc/slurm/slurm.conf"));
+}
+
+TEST_F(PortalPlanTest, SiteNfsServerForTheHomesStorageForTheState) {
+  vars_[ood::kHomeNfsEnabled] = "YES";
+  vars_[ood::kHomeNfsServer] = "nfs.site.example";
+  vars_[ood::kHomeNfsExport] = "/vol/homes";
+  auto role = MakePortalRole();
+  auto run = Plan(role);
+  ASSERT_TRUE(status_) << status_.error().message;
+  std::string plan = run->plan.Render();
+  EXPECT_THAT(plan, HasSubstr("mount nfs.site.example:/vol/homes on /home"));
+  EXPECT_THAT(plan, Not(HasSubstr("10.0.1.5:/export/home")));
+  EXPECT_THAT(plan, HasSubstr("mount 10.0.1.5:/export/slurm on /var/lib/one-hpc/portal-state"));
+}
+
+TEST_F(PortalPlanTest, SiteSwitchWithoutServerFailsBeforeAnyChange) {
+  vars_[ood::kHomeNfsEnabled] = "YES";
+  auto role = MakePortalRole();
+  auto run = Plan(role);
+  ASSERT_FALSE(status_);
+  EXPECT_THAT(status_.error().message,
+              HasSubstr("ONEAPP_HOME_NFS_SERVER is empty but ONEAPP_HOME_NFS_ENABLED=YES"));
+  EXPECT_TRUE(run->plan.actions().empty()) << run->plan.Render();
+}
+
+TEST_F(PortalPlanTest, BadUserListFailsBeforeAnyChangeAndNeverShowsThePassword) {
+  vars_[ood::kLocalUsersVar] = "alice:Wonderland-42 root:Secret-99999";
+  auto role = MakePortalRole();
+  auto run = Plan(role);
+  ASSERT_FALSE(status_);
+  EXPECT_THAT(status_.error().message, HasSubstr("ONEAPP_AUTH_LOCAL_USERS"));
+  EXPECT_THAT(status_.error().message, Not(HasSubstr("Secret-99999")));
+  EXPECT_TRUE(run->plan.actions().empty()) << run->plan.Render();
+}
+
+TEST_F(PortalPlanTest, WorkerMountsHomesAndSoftwareButNotTheState) {
+  auto role = MakeOodWorkerRole();
+  auto run = std::make_unique<RoleRun>(m_, *role, vars_, nullptr, PlanMode::kDryRun);
+  Status s = role->Configure(*run->env);
+  // Without OneGate the worker cannot find the portal: the plan stops there, after the mounts.
+  ASSERT_FALSE(s);
+  EXPECT_THAT(s.error().message, HasSubstr("TOKEN=YES"));
+  std::string plan = run->plan.Render();
+  EXPECT_THAT(plan, HasSubstr("mount 10.0.1.5:/export/home on /home"));
+  EXPECT_THAT(plan, HasSubstr("mount 10.0.1.5:/export/software on /opt/software"));
+  EXPECT_THAT(plan, Not(HasSubstr("/export/slurm")));
+}
+
+TEST(OodWorkerNameTest, FromSetHostnameOrVmid) {
+  EXPECT_EQ(*OodWorkerNodeName({{"VMID", "42"}}), "ood-worker-42");
+  EXPECT_EQ(*OodWorkerNodeName({{"VMID", "42"}, {"SET_HOSTNAME", "gpu1.example.org"}}), "gpu1");
+  EXPECT_FALSE(OodWorkerNodeName({}));
+}
+
+TEST(ComputeAddressTest, LastNicOfTheContext) {
+  EXPECT_EQ(*host::ComputeAddress({{"ETH0_IP", "192.168.10.4"}, {"ETH1_IP", "10.0.1.23"}}),
+            "10.0.1.23");
+  EXPECT_EQ(*host::ComputeAddress({{"ETH0_IP", "10.0.0.3"}}), "10.0.0.3");
+  EXPECT_FALSE(host::ComputeAddress({}));
+}
+
+}  // namespace
+}  // namespace onehpc

@@ -1,0 +1,44 @@
+// The controller as a worker reads it from the service document.
+#include "roles/slurm/join.h"
+
+#include <gtest/gtest.h>
+
+#include "common/base64.h"
+#include "roles/names.h"
+
+namespace onehpc {
+namespace {
+
+TEST(ControllerFromServiceTest, PicksTheReadyController) {
+  ServiceInfo s;
+  s.name = "svc";
+  ServiceRole ctl{"controller", 2, 2, {}};
+  ServiceNode stale;
+  stale.vm_id = 1;
+  stale.vm = VmInfo{};
+  ServiceNode ready;
+  ready.vm_id = 2;
+  ready.vm = VmInfo{};
+  ready.vm->user_template = {{"READY", "YES"},
+                             {"SLURM_CONTROLLER_ADDR", "10.0.0.5"},
+                             {"SLURM_CONTROLLER_HOST", "ctl"},
+                             {"SLURM_MUNGE_KEY_BASE64", Base64Encode(std::string(32, 'x'))}};
+  ctl.nodes = {stale, ready};
+  s.roles = {ctl};
+  auto info = ControllerFromService(s, 99);
+  ASSERT_TRUE(info) << info.error().message;
+  EXPECT_EQ(info->vm_id, 2);
+  EXPECT_EQ(info->munge_key, std::string(32, 'x'));
+  s.roles[0].nodes = {stale};
+  auto waiting = ControllerFromService(s, 99);
+  ASSERT_FALSE(waiting);
+  EXPECT_NE(waiting.error().message.find("missing READY=YES"), std::string::npos);
+  s.roles[0].nodes[0].vm->user_template = ready.vm->user_template;
+  s.roles[0].nodes[0].vm->user_template["SLURM_CONTROLLER_ADDR"] = "ctl.example";
+  auto bad = ControllerFromService(s, 99);
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("is not an IPv4 address"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace onehpc

@@ -1,0 +1,33 @@
+// The slurmd unit of a dynamic node.
+#include "roles/slurm/slurmd_unit.h"
+
+#include <gtest/gtest.h>
+
+#include "tests/fakes/machine.h"
+
+namespace onehpc::slurm {
+namespace {
+
+
+TEST(SlurmdUnitTest, DynamicNodeUnit) {
+  SlurmdUnitParams p;
+  p.node_name = "slurm-one-worker-7";
+  p.controller_addr = "10.0.0.5";
+  p.cpus = 4;
+  p.real_memory_mb = 7000;
+  EXPECT_EQ(SlurmdNodeConf(p), "CPUs=4 RealMemory=7000 Feature=one");
+  std::string unit = RenderSlurmdUnit(p);
+  EXPECT_NE(unit.find("ExecStart=/usr/sbin/slurmd -D -Z --conf-server 10.0.0.5:6817 -N "
+                      "slurm-one-worker-7 --conf \"CPUs=4 RealMemory=7000 Feature=one\"\n"),
+            std::string::npos)
+      << unit;
+  EXPECT_NE(unit.find("Restart=on-failure\n"), std::string::npos);
+  EXPECT_NE(unit.find("After=munge.service network-online.target"), std::string::npos);
+  EXPECT_EQ(unit.find("ConditionPathExists"), std::string::npos);
+  EXPECT_NE(unit.find("WantedBy=multi-user.target"), std::string::npos);
+  p.gpus = 2;
+  EXPECT_EQ(SlurmdNodeConf(p), "CPUs=4 RealMemory=7000 Feature=one Gres=gpu:2");
+}
+
+}  // namespace
+}  // namespace onehpc::slurm

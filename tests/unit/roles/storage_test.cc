@@ -1,0 +1,888 @@
+// The Open OnDemand storage role on a fake machine: every home-disk decision (fake libblkid
+// probes, fake mounts, fake O_EXCL), the exports rendering and the refresher.
+#include "roles/storage.h"
+
+#include <sys/stat.h>
+
+#include <fstream>
+#include <iterator>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "common/log.h"
+#include "roles/disk/home_disk.h"
+#include "roles/disk/mount_unit.h"
+#include "roles/nfs/exports.h"
+#include "roles/squid/cvmfs_proxy.h"
+#include "tests/fakes/mounts.h"
+#include "tests/fakes/machine.h"
+#include "tests/fakes/onegate_sim.h"
+#include "tests/fakes/role_run.h"
+
+namespace onehpc {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+using fakes::Exit;
+using fakes::FakeMachine;
+
+using fakes::FakeMounts;
+
+// ---- the role on a fake machine ------------------------------------------------------------
+
+class StorageTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    vars_ = {{"ETH0_IP", "192.168.1.10"}, {"ETH0_MASK", "255.255.255.0"},
+             {"ETH1_IP", "10.1.0.3"},     {"ETH1_MASK", "255.255.255.0"}};
+    m_.runner.On({"mkfs.ext4"}, [this](const Command& c) {
+      const std::string& dev = c.argv.back();
+      disks_.writes.push_back(dev);
+      disks_.Fs(dev, "ext4", c.argv.at(4), "aaaaaaaa-0000-0000-0000-00000000000" +
+                                                std::to_string(disks_.writes.size()));
+      return Exit(0);
+    });
+    m_.runner.On({"exportfs"}, Exit(0));
+    m_.runner.On({"systemctl", "daemon-reload"}, Exit(0));
+    m_.runner.On({"systemctl", "enable"}, [this](const Command& c) {
+      const std::string& unit = c.argv[2];
+      std::string target = unit.find(".timer") != std::string::npos   ? "timers.target"
+                           : unit.find(".mount") != std::string::npos ? "local-fs.target"
+                                                                      : "multi-user.target";
+      m_.Write("/etc/systemd/system/" + target + ".wants/" + unit, "enabled\n");
+      return Exit(0);
+    });
+  }
+
+  StorageOptions Options() {
+    StorageOptions o;
+    o.exportfs_under_root = true;  // the fake runner answers exportfs
+    o.exclusive = [this](const std::string& dev) -> Status {
+      if (busy_.count(dev)) return Fail(ErrorKind::kUnsafe, dev + " is in use (held)");
+      return Ok();
+    };
+    o.candidates = [this](RoleEnv&) -> Result<std::vector<std::string>> {
+      ++candidate_calls_;
+      std::vector<std::string> out;
+      for (const auto& [d, p] : disks_.probes) {
+        if (d != "/dev/vda") out.push_back(d);
+      }
+      return out;
+    };
+    return o;
+  }
+
+  struct Run {
+    std::unique_ptr<fakes::RoleRun> run;
+    Status status;
+  };
+  Run Configure(PlanMode mode = PlanMode::kApply) {
+    role_ = MakeStorageRole(Options());
+    Run r;
+    r.run = std::make_unique<fakes::RoleRun>(m_, *role_, vars_, nullptr, mode);
+    // Use our disk and mount fakes instead of the Slurm stubs.
+    r.run->env = std::make_unique<RoleEnv>(RoleEnv::From(r.run->context, *r.run->settings, onegate_,
+        SystemAdapters{m_.runner, *m_.files, m_.systemd, disks_, mounts_, m_.clock, m_.http}, r.run->plan, &r.run->publish));
+    r.status = role_->Configure(*r.run->env);
+    return r;
+  }
+  Run MustConfigure(PlanMode mode = PlanMode::kApply) {
+    Run r = Configure(mode);
+    EXPECT_TRUE(r.status) << (r.status ? "" : r.status.error().message) << "\n"
+                          << r.run->plan.Render();
+    return r;
+  }
+  std::string HomeHost() const { return m_.root + "/export/home"; }
+  bool Ran(const std::string& prefix) const {
+    for (const auto& a : m_.runner.Argvs()) {
+      if (a.rfind(prefix, 0) == 0) return true;
+    }
+    return false;
+  }
+  void ExpectRefusedUntouched(const std::string& needle) {
+    Run r = Configure();
+    ASSERT_FALSE(r.status) << r.run->plan.Render();
+    EXPECT_EQ(r.status.error().kind, ErrorKind::kUnsafe);
+    EXPECT_THAT(r.status.error().message, HasSubstr(needle));
+    EXPECT_THAT(r.status.error().message, HasSubstr("/dev/vdb"));
+    EXPECT_TRUE(disks_.writes.empty());
+    EXPECT_FALSE(Ran("mkfs"));
+    EXPECT_EQ(mounts_.mounts, 0);
+    EXPECT_FALSE(m_.Exists(nfs::kExportsFile));
+  }
+
+  FakeMachine m_;
+  fakes::FakeBlockDevices disks_;
+  fakes::FakeMounts mounts_;
+  std::set<std::string> busy_;
+  int candidate_calls_ = 0;
+  OneGateClient* onegate_ = nullptr;
+  ContextVars vars_;
+  std::unique_ptr<Role> role_;
+};
+
+TEST_F(StorageTest, Identity) {
+  auto role = MakeStorageRole();
+  EXPECT_EQ(role->Name(), "storage");
+  EXPECT_EQ(role->Service(), "Open OnDemand");
+  auto bad = Settings::Resolve(role->Settings(), {{"ONEAPP_HOME_NFS_ENABLED", "maybe"}});
+  ASSERT_FALSE(bad);
+  EXPECT_THAT(bad.error().message, HasSubstr("ONEAPP_HOME_NFS_ENABLED"));
+  EXPECT_THAT(bad.error().message, HasSubstr("maybe"));
+}
+
+TEST_F(StorageTest, NoDataDiskHomesOnRootDisk) {
+  disks_.Fs("/dev/vda", "ext4", "root");  // excluded as the root disk
+  auto r = MustConfigure();
+  EXPECT_FALSE(Ran("mkfs"));
+  EXPECT_EQ(mounts_.mounts, 0);
+  EXPECT_TRUE(m_.Exists("/export/home"));
+  EXPECT_TRUE(m_.Exists("/export/slurm"));
+  EXPECT_TRUE(m_.Exists("/export/software"));
+  std::string exports = m_.Read(nfs::kExportsFile);
+  EXPECT_THAT(exports, HasSubstr("/export/home 10.1.0.0/24(rw,sync,no_subtree_check,root_squash,fsid=1)\n"));
+  EXPECT_THAT(exports, Not(HasSubstr("mountpoint")));
+  EXPECT_FALSE(m_.Exists("/etc/systemd/system/export-home.mount"));
+  EXPECT_TRUE(Ran("exportfs -ra"));
+  EXPECT_TRUE(m_.Exists("/etc/systemd/system/timers.target.wants/one-hpc-exports-refresh.timer"));
+}
+
+// In a container (systemd's /run/systemd/container, as in the lab) the block devices are the
+// host's and kernel NFS cannot be served: no disk is looked at, the exports file is still
+// written, but nfs-server and exportfs are left alone.
+TEST_F(StorageTest, ContainerLooksAtNoDiskAndServesNothing) {
+  m_.Write(host::kContainerMarker, "systemd-nspawn\n");
+  disks_.Blank("/dev/vdb");  // would be formatted on a VM
+  log::Capture logs;
+  auto r = MustConfigure();
+  EXPECT_EQ(candidate_calls_, 0);
+  EXPECT_TRUE(disks_.writes.empty());
+  EXPECT_FALSE(Ran("mkfs"));
+  EXPECT_EQ(mounts_.mounts, 0);
+  EXPECT_TRUE(m_.Exists("/export/home"));
+  EXPECT_TRUE(m_.Exists("/export/slurm"));
+  EXPECT_TRUE(m_.Exists("/export/software"));
+  EXPECT_FALSE(m_.Exists("/etc/systemd/system/export-home.mount"));
+  std::string exports = m_.Read(nfs::kExportsFile);
+  EXPECT_THAT(exports, HasSubstr("/export/home 10.1.0.0/24(rw,sync,no_subtree_check,root_squash,fsid=1)\n"));
+  EXPECT_THAT(exports, HasSubstr("/export/software 10.1.0.0/24("));
+  EXPECT_FALSE(Ran("exportfs"));
+  for (const auto& a : m_.runner.Argvs()) EXPECT_THAT(a, Not(HasSubstr("nfs-server"))) << a;
+  EXPECT_FALSE(m_.Exists("/etc/systemd/system/multi-user.target.wants/nfs-server.service"));
+  // The refresher still keeps the exports file current.
+  EXPECT_TRUE(m_.Exists("/etc/systemd/system/timers.target.wants/one-hpc-exports-refresh.timer"));
+  EXPECT_TRUE(logs.Contains("in a container the NFS transport is stood in by bind mounts"));
+  EXPECT_TRUE(logs.Contains("no block device is looked at"));
+  EXPECT_THAT(r.run->plan.Render(), HasSubstr("nfs-server.service"));
+}
+
+TEST_F(StorageTest, ContainerRerunChangesNothing) {
+  m_.Write(host::kContainerMarker, "systemd-nspawn\n");
+  MustConfigure();
+  auto second = MustConfigure();
+  EXPECT_TRUE(second.run->Changes().empty()) << second.run->plan.Render();
+  EXPECT_FALSE(Ran("exportfs"));
+  EXPECT_EQ(candidate_calls_, 0);
+}
+
+// With ONEAPP_HOME_NFS_ENABLED in a container: no home export, still no disk and no server.
+TEST_F(StorageTest, ContainerWithExternalHome) {
+  m_.Write(host::kContainerMarker, "systemd-nspawn\n");
+  vars_["ONEAPP_HOME_NFS_ENABLED"] = "YES";
+  MustConfigure();
+  EXPECT_EQ(candidate_calls_, 0);
+  EXPECT_THAT(m_.Read(nfs::kExportsFile), Not(HasSubstr("/export/home")));
+  EXPECT_FALSE(Ran("exportfs"));
+}
+
+TEST_F(StorageTest, BlankDiskIsFormattedMountedPersisted) {
+  disks_.Blank("/dev/vdb");
+  log::Capture logs;
+  auto r = MustConfigure();
+  EXPECT_EQ(disks_.writes, std::vector<std::string>{"/dev/vdb"});
+  EXPECT_TRUE(Ran("mkfs.ext4 -F -q -L ood-home /dev/vdb"));
+  ASSERT_EQ(mounts_.table.size(), 1u);
+  EXPECT_EQ(mounts_.table[0].source, "/dev/vdb");
+  EXPECT_EQ(mounts_.table[0].target, HomeHost());
+  std::string unit = m_.Read("/etc/systemd/system/export-home.mount");
+  EXPECT_THAT(unit, HasSubstr("What=/dev/disk/by-uuid/aaaaaaaa-0000-0000-0000-000000000001\n"));
+  EXPECT_THAT(unit, HasSubstr("Where=/export/home\n"));
+  EXPECT_THAT(unit, HasSubstr("Before=nfs-server.service\n"));
+  EXPECT_THAT(m_.Read("/etc/systemd/system/nfs-server.service.d/50-one-hpc-home.conf"),
+              HasSubstr("RequiresMountsFor=/export/home\n"));
+  EXPECT_TRUE(m_.Exists("/etc/systemd/system/"
+                        "dev-disk-by\\x2duuid-aaaaaaaa\\x2d0000\\x2d0000\\x2d0000\\x2d000000000001"
+                        ".device.d/50-one-hpc-timeout.conf"));
+  EXPECT_THAT(m_.Read(nfs::kExportsFile),
+              HasSubstr("/export/home 10.1.0.0/24(rw,sync,no_subtree_check,root_squash,fsid=1,mountpoint)"));
+  EXPECT_TRUE(logs.Contains("disk /dev/vdb: blank"));
+}
+
+TEST_F(StorageTest, RerunChangesNothing) {
+  disks_.Blank("/dev/vdb");
+  MustConfigure();
+  size_t commands = m_.runner.commands().size();
+  auto second = MustConfigure();
+  EXPECT_TRUE(second.run->Changes().empty()) << second.run->plan.Render();
+  EXPECT_EQ(disks_.writes.size(), 1u);
+  EXPECT_EQ(mounts_.mounts, 1);
+  for (size_t i = commands; i < m_.runner.commands().size(); ++i) {
+    std::string a = log::QuoteArgv(m_.runner.commands()[i].argv);
+    EXPECT_EQ(a.rfind("systemctl is-active", 0), 0u) << a;
+  }
+}
+
+TEST_F(StorageTest, LabelledDiskIsReusedNeverFormatted) {
+  disks_.Fs("/dev/vdc", "ext4", "ood-home", "cccccccc-0000-0000-0000-000000000000");
+  disks_.Blank("/dev/vdb");  // the label wins over a blank disk
+  auto r = MustConfigure();
+  EXPECT_FALSE(Ran("mkfs"));
+  ASSERT_EQ(mounts_.table.size(), 1u);
+  EXPECT_EQ(mounts_.table[0].source, "/dev/vdc");
+  EXPECT_EQ(mounts_.table[0].fs_type, "ext4");
+  EXPECT_THAT(m_.Read("/etc/systemd/system/export-home.mount"),
+              HasSubstr("What=/dev/disk/by-uuid/cccccccc-0000-0000-0000-000000000000"));
+}
+
+TEST_F(StorageTest, LabelledPartitionIsReused) {
+  disks_.Signature("/dev/vdb", "gpt partition table", "gpt");
+  disks_.Fs("/dev/vdb1", "ext4", "ood-home");
+  // The label anywhere wins, also on a partition of a partitioned disk.
+  auto r = MustConfigure();
+  EXPECT_FALSE(Ran("mkfs"));
+  ASSERT_EQ(mounts_.table.size(), 1u);
+  EXPECT_EQ(mounts_.table[0].source, "/dev/vdb1");
+}
+
+TEST_F(StorageTest, ContextImageAttachedAsDiskIsSkipped) {
+  disks_.Fs("/dev/vdb", "iso9660", "CONTEXT");
+  disks_.Blank("/dev/vdc");
+  MustConfigure();
+  EXPECT_EQ(disks_.writes, std::vector<std::string>{"/dev/vdc"});
+}
+
+TEST_F(StorageTest, ForeignFilesystemRefused) {
+  disks_.Fs("/dev/vdb", "xfs", "data");
+  ExpectRefusedUntouched("xfs label=data");
+}
+
+TEST_F(StorageTest, Ext4WithOtherLabelRefused) {
+  disks_.Fs("/dev/vdb", "ext4", "backup");
+  ExpectRefusedUntouched("ext4 label=backup");
+}
+
+TEST_F(StorageTest, PartitionTableRefused) {
+  disks_.Signature("/dev/vdb", "dos partition table", "dos");
+  ExpectRefusedUntouched("dos partition table");
+}
+
+TEST_F(StorageTest, BackupGptOnlyRefused) {
+  disks_.Signature("/dev/vdb", "gpt backup header (no primary) offset=1073741312");
+  ExpectRefusedUntouched("gpt backup header");
+}
+
+TEST_F(StorageTest, LvmRaidLuksSwapRefused) {
+  for (const char* sig : {"LVM2_member usage=raid", "linux_raid_member usage=raid",
+                          "crypto_LUKS usage=crypto", "swap usage=other label=swap1"}) {
+    SCOPED_TRACE(sig);
+    disks_.probes.clear();
+    disks_.Signature("/dev/vdb", sig);
+    ExpectRefusedUntouched(sig);
+  }
+}
+
+TEST_F(StorageTest, AmbivalentRefused) {
+  disks_.Signature("/dev/vdb", "", "", /*ambivalent=*/true);
+  ExpectRefusedUntouched("ambivalent");
+}
+
+TEST_F(StorageTest, UnknownDataRefused) {
+  disks_.Signature("/dev/vdb", "unknown data (non-zero bytes in the first MiB)");
+  ExpectRefusedUntouched("unknown data");
+}
+
+TEST_F(StorageTest, MountedBlankRefused) {
+  disks_.Blank("/dev/vdb");
+  mounts_.table.push_back({"/dev/vdb", "/mnt/other", "ext4", "rw"});
+  ExpectRefusedUntouched("mounted on /mnt/other");
+}
+
+TEST_F(StorageTest, HeldBlankRefused) {
+  disks_.Blank("/dev/vdb");
+  busy_.insert("/dev/vdb");
+  ExpectRefusedUntouched("in use");
+}
+
+TEST_F(StorageTest, SeveralDataDisksNeverGuess) {
+  disks_.Fs("/dev/vdb", "ext4", "one");
+  disks_.Fs("/dev/vdc", "ext4", "two");
+  ExpectRefusedUntouched("/dev/vdc: ext4 label=two");
+}
+
+TEST_F(StorageTest, BlankAndDataDiskRefused) {
+  disks_.Blank("/dev/vdc");
+  disks_.Fs("/dev/vdb", "ext4", "data");
+  ExpectRefusedUntouched("/dev/vdb: ext4 label=data");
+}
+
+TEST_F(StorageTest, SeveralBlankDisksFirstByNameLogged) {
+  disks_.Blank("/dev/vdd");
+  disks_.Blank("/dev/vdc");
+  log::Capture logs;
+  MustConfigure();
+  EXPECT_EQ(disks_.writes, std::vector<std::string>{"/dev/vdc"});
+  EXPECT_TRUE(logs.Contains("2 blank disks (/dev/vdc, /dev/vdd): the first by name is chosen"));
+  EXPECT_TRUE(disks_.probes["/dev/vdd"].blank());
+}
+
+TEST_F(StorageTest, CrashAfterMkfsBeforeMountConverges) {
+  disks_.Blank("/dev/vdb");
+  // The first boot got as far as mkfs: the disk has the label, nothing is mounted or persisted.
+  disks_.Fs("/dev/vdb", "ext4", "ood-home", "dddddddd-0000-0000-0000-000000000000");
+  auto r = MustConfigure();
+  EXPECT_FALSE(Ran("mkfs"));
+  ASSERT_EQ(mounts_.table.size(), 1u);
+  EXPECT_EQ(mounts_.table[0].source, "/dev/vdb");
+  EXPECT_TRUE(m_.Exists("/etc/systemd/system/export-home.mount"));
+}
+
+TEST_F(StorageTest, CrashAfterMountBeforeUnitsConverges) {
+  disks_.Blank("/dev/vdb");
+  MustConfigure();
+  // Power loss: the mount is gone and the units were never written.
+  mounts_.table.clear();
+  std::filesystem::remove(m_.root + "/etc/systemd/system/export-home.mount");
+  auto r = MustConfigure();
+  EXPECT_EQ(disks_.writes.size(), 1u);  // formatted once
+  EXPECT_EQ(mounts_.mounts, 2);
+  EXPECT_TRUE(m_.Exists("/etc/systemd/system/export-home.mount"));
+}
+
+TEST_F(StorageTest, HomeDiskMissingLaterIsRefusedNotReplaced) {
+  disks_.Blank("/dev/vdb");
+  MustConfigure();
+  // The persistent disk is detached; the VM reboots with no disk, then with a new blank one.
+  disks_.probes.clear();
+  mounts_.table.clear();
+  for (bool with_blank : {false, true}) {
+    SCOPED_TRACE(with_blank ? "a new blank disk" : "no disk");
+    if (with_blank) disks_.Blank("/dev/vdc");
+    auto r = Configure();
+    ASSERT_FALSE(r.status);
+    EXPECT_EQ(r.status.error().kind, ErrorKind::kUnsafe);
+    EXPECT_THAT(r.status.error().message,
+                HasSubstr("ood-home filesystem /dev/disk/by-uuid/aaaaaaaa-0000-0000-0000-000000000001"));
+    EXPECT_THAT(r.status.error().message, HasSubstr("not attached now"));
+    EXPECT_EQ(disks_.writes.size(), 1u);
+    EXPECT_TRUE(mounts_.table.empty());
+  }
+  // Re-attached: mounted again, nothing formatted.
+  disks_.probes.clear();
+  disks_.Fs("/dev/vdd", "ext4", "ood-home", "aaaaaaaa-0000-0000-0000-000000000001");
+  MustConfigure();
+  ASSERT_EQ(mounts_.table.size(), 1u);
+  EXPECT_EQ(mounts_.table[0].source, "/dev/vdd");
+}
+
+TEST_F(StorageTest, SomethingElseMountedOnHomeRefused) {
+  disks_.Fs("/dev/vdb", "ext4", "ood-home");
+  mounts_.table.push_back({"/dev/vdz", HomeHost(), "ext4", "rw"});
+  auto r = Configure();
+  ASSERT_FALSE(r.status);
+  EXPECT_EQ(r.status.error().kind, ErrorKind::kUnsafe);
+  EXPECT_THAT(r.status.error().message, HasSubstr("/dev/vdz"));
+}
+
+TEST_F(StorageTest, ExternalHomeSkipsDiskAndHomeExport) {
+  vars_["ONEAPP_HOME_NFS_ENABLED"] = "YES";
+  disks_.Fs("/dev/vdb", "xfs", "data");  // not even looked at
+  auto r = MustConfigure();
+  EXPECT_FALSE(Ran("mkfs"));
+  std::string exports = m_.Read(nfs::kExportsFile);
+  EXPECT_THAT(exports, Not(HasSubstr("/export/home ")));
+  EXPECT_THAT(exports, HasSubstr("/export/software 10.1.0.0/24("));
+  EXPECT_FALSE(m_.Exists("/export/home"));
+}
+
+TEST_F(StorageTest, PlanShowsDecisionsAndChangesNothing) {
+  disks_.Blank("/dev/vdb");
+  auto r = MustConfigure(PlanMode::kDryRun);
+  std::string plan = r.run->plan.Render();
+  EXPECT_THAT(plan, HasSubstr("disk /dev/vdb [keep]\n   because: blank (1.0 GiB)"));
+  EXPECT_THAT(plan, HasSubstr("format /dev/vdb (mkfs.ext4 -F -L ood-home)"));
+  EXPECT_THAT(plan, HasSubstr("mount /dev/vdb on /export/home"));
+  EXPECT_TRUE(disks_.writes.empty());
+  EXPECT_EQ(mounts_.mounts, 0);
+  EXPECT_FALSE(m_.Exists(nfs::kExportsFile));
+}
+
+TEST_F(StorageTest, NoExportfsUnderARootPrefixByDefault) {
+  role_ = MakeStorageRole(StorageOptions{});  // real options: exportfs only on the real root
+  fakes::RoleRun run(m_, *role_, vars_, nullptr);
+  run.env = std::make_unique<RoleEnv>(RoleEnv::From(run.context, *run.settings, nullptr,
+        SystemAdapters{m_.runner, *m_.files, m_.systemd, disks_, mounts_, m_.clock, m_.http}, run.plan, nullptr));
+  ASSERT_TRUE(role_->Configure(*run.env)) << run.plan.Render();
+  EXPECT_TRUE(m_.Exists(nfs::kExportsFile));
+  EXPECT_FALSE(Ran("exportfs"));
+  EXPECT_THAT(run.plan.Render(), HasSubstr("exportfs -ra [keep]\n   because: not run: the files are under --root"));
+}
+
+TEST_F(StorageTest, NoComputeNicIsAClearError) {
+  vars_ = {};
+  auto r = Configure();
+  ASSERT_FALSE(r.status);
+  EXPECT_EQ(r.status.error().kind, ErrorKind::kInvalidInput);
+  EXPECT_THAT(r.status.error().message, HasSubstr("ETH0_IP"));
+}
+
+// ---- exports -------------------------------------------------------------------------------
+
+TEST(ExportsTest, ComputeNetworkIsTheLastNic) {
+  EXPECT_EQ(*nfs::ComputeNetwork({{"ETH0_IP", "192.168.1.10"}, {"ETH0_MASK", "255.255.255.0"},
+                                  {"ETH1_IP", "10.1.2.3"}, {"ETH1_MASK", "255.255.0.0"}}),
+            "10.1.0.0/16");
+  EXPECT_EQ(*nfs::ComputeNetwork({{"ETH0_IP", "10.1.2.3"}}), "10.1.2.0/24");
+  auto bad = nfs::ComputeNetwork({{"ETH0_IP", "10.1.2.3"}, {"ETH0_MASK", "255.0.255.0"}});
+  ASSERT_FALSE(bad);
+  EXPECT_THAT(bad.error().message, HasSubstr("ETH0_MASK='255.0.255.0'"));
+}
+
+TEST(ExportsTest, Render) {
+  nfs::ExportsConfig c;
+  c.compute_net = "10.1.0.0/24";
+  c.portal_ips = {"10.1.0.5"};
+  c.home_on_disk = true;
+  EXPECT_EQ(nfs::RenderExports(c),
+            "# Generated by one-hpc (Open OnDemand storage role); rewritten by\n"
+            "# one-hpc-exports-refresh.timer when the portal's address changes. Do not edit.\n"
+            "# portal (root, Slurm state): 10.1.0.5; compute network (root_squash): 10.1.0.0/24\n"
+            "/export/home 10.1.0.5(rw,sync,no_subtree_check,no_root_squash,fsid=1,mountpoint) "
+            "10.1.0.0/24(rw,sync,no_subtree_check,root_squash,fsid=1,mountpoint)\n"
+            "/export/slurm 10.1.0.5(rw,sync,no_subtree_check,no_root_squash,fsid=2)\n"
+            "/export/software 10.1.0.0/24(rw,sync,no_subtree_check,root_squash,fsid=3)\n");
+  c.portal_ips.clear();
+  c.home_on_disk = false;
+  std::string none = nfs::RenderExports(c);
+  EXPECT_THAT(none, Not(HasSubstr("/export/slurm")));  // no client: no line
+  EXPECT_THAT(none, HasSubstr("/export/home 10.1.0.0/24(rw,sync,no_subtree_check,root_squash,fsid=1)\n"));
+  auto state = nfs::ParseStateJson(nfs::StateJson(c));
+  ASSERT_TRUE(state);
+  EXPECT_EQ(state->compute_net, c.compute_net);
+  EXPECT_FALSE(nfs::ParseStateJson("{\"compute_net\":\"x\"}"));
+  EXPECT_FALSE(nfs::ParseStateJson("[]"));
+}
+
+ServiceInfo Service(const std::vector<std::vector<std::string>>& portal_nics) {
+  ServiceInfo s;
+  ServiceRole storage{"storage", 1, 2, {}};
+  ServiceRole portal{"portal", static_cast<int>(portal_nics.size()), 2, {}};
+  int id = 10;
+  for (const auto& ips : portal_nics) {
+    ServiceNode node;
+    node.vm_id = id++;
+    VmInfo vm;
+    vm.id = node.vm_id;
+    for (const auto& ip : ips) vm.nics.push_back(VmNic{"", "", ip, "", "", "", ""});
+    node.vm = vm;
+    portal.nodes.push_back(node);
+  }
+  s.roles = {storage, portal};
+  return s;
+}
+
+TEST(ExportsTest, PortalAddressesOnlyOnTheComputeNetwork) {
+  auto ips = nfs::PortalAddresses(Service({{"192.168.1.20", "10.1.0.5"}}), "10.1.0.0/24");
+  ASSERT_TRUE(ips);
+  EXPECT_EQ(*ips, std::vector<std::string>{"10.1.0.5"});  // never the management address
+  EXPECT_TRUE(nfs::PortalAddresses(Service({}), "10.1.0.0/24")->empty());
+  ServiceInfo compact = Service({{"10.1.0.5"}});
+  compact.roles[1].nodes[0].vm.reset();
+  EXPECT_FALSE(nfs::PortalAddresses(compact, "10.1.0.0/24"));
+  ServiceInfo no_portal;
+  EXPECT_FALSE(nfs::PortalAddresses(no_portal, "10.1.0.0/24"));
+}
+
+class RefreshTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    m_.runner.On({"exportfs"}, Exit(0));
+    nfs::ExportsConfig c;
+    c.compute_net = "10.1.0.0/24";
+    c.portal_ips = {"10.1.0.5"};
+    c.home_on_disk = true;
+    Plan plan(PlanMode::kApply);
+    ASSERT_TRUE(nfs::EnsureExports(plan, *m_.files, m_.runner, c));
+    before_ = m_.Read(nfs::kExportsFile);
+  }
+  int Exportfs() const {
+    int n = 0;
+    for (const auto& a : m_.runner.Argvs()) n += a == "exportfs -ra";
+    return n;
+  }
+  FakeMachine m_;
+  std::string before_;
+};
+
+TEST_F(RefreshTest, UnchangedMeansNoExportfs) {
+  int n = Exportfs();
+  auto out = nfs::RefreshExports(*m_.files, m_.runner,
+                                 [] { return Result<ServiceInfo>(Service({{"10.1.0.5"}})); });
+  ASSERT_TRUE(out) << out.error().message;
+  EXPECT_FALSE(out->changed);
+  EXPECT_EQ(Exportfs(), n);
+  EXPECT_EQ(m_.Read(nfs::kExportsFile), before_);
+}
+
+TEST_F(RefreshTest, OneGateFailureKeepsLastGood) {
+  log::Capture logs;
+  auto out = nfs::RefreshExports(*m_.files, m_.runner, []() -> Result<ServiceInfo> {
+    return Fail(ErrorKind::kNetwork, "OneGate timed out");
+  });
+  ASSERT_TRUE(out);
+  EXPECT_TRUE(out->onegate_failed);
+  EXPECT_FALSE(out->changed);
+  EXPECT_EQ(m_.Read(nfs::kExportsFile), before_);
+  EXPECT_THAT(before_, HasSubstr("10.1.0.5(rw,sync,no_subtree_check,no_root_squash"));
+  EXPECT_TRUE(logs.Contains("keeping the last good exports (portal: 10.1.0.5)"));
+}
+
+TEST_F(RefreshTest, OneGateFailureRepairsAMissingFileFromLastGood) {
+  std::filesystem::remove(m_.root + nfs::kExportsFile);
+  auto out = nfs::RefreshExports(*m_.files, m_.runner, []() -> Result<ServiceInfo> {
+    return Fail(ErrorKind::kNetwork, "down");
+  });
+  ASSERT_TRUE(out);
+  EXPECT_EQ(m_.Read(nfs::kExportsFile), before_);
+}
+
+TEST_F(RefreshTest, CompactDocumentKeepsLastGood) {
+  ServiceInfo compact = Service({{"10.1.0.9"}});
+  compact.roles[1].nodes[0].vm.reset();
+  auto out = nfs::RefreshExports(*m_.files, m_.runner, [&] { return Result<ServiceInfo>(compact); });
+  ASSERT_TRUE(out);
+  EXPECT_TRUE(out->onegate_failed);
+  EXPECT_EQ(m_.Read(nfs::kExportsFile), before_);
+}
+
+TEST_F(RefreshTest, PortalAddressChange) {
+  int n = Exportfs();
+  log::Capture logs;
+  auto out = nfs::RefreshExports(*m_.files, m_.runner,
+                                 [] { return Result<ServiceInfo>(Service({{"10.1.0.7"}})); });
+  ASSERT_TRUE(out);
+  EXPECT_TRUE(out->changed);
+  EXPECT_EQ(Exportfs(), n + 1);
+  std::string now = m_.Read(nfs::kExportsFile);
+  EXPECT_THAT(now, HasSubstr("/export/home 10.1.0.7(rw,sync,no_subtree_check,no_root_squash"));
+  EXPECT_THAT(now, HasSubstr("/export/slurm 10.1.0.7("));
+  EXPECT_THAT(now, Not(HasSubstr("10.1.0.5")));  // the old address lost root and the state
+  EXPECT_TRUE(logs.Contains("portal clients change from [10.1.0.5] to [10.1.0.7]"));
+  auto state = nfs::ParseStateJson(m_.Read(nfs::kStateFile));
+  ASSERT_TRUE(state);
+  EXPECT_EQ(state->portal_ips, std::vector<std::string>{"10.1.0.7"});
+  EXPECT_TRUE(state->home_on_disk);
+}
+
+// `one-hpc storage-refresh` in a container: the exports file follows the portal, exportfs
+// is not run (no kernel NFS server there).
+TEST_F(RefreshTest, ContainerRewritesExportsWithoutExportfs) {
+  m_.Write(host::kContainerMarker, "systemd-nspawn\n");
+  int n = Exportfs();
+  log::Capture logs;
+  auto out = nfs::RefreshExports(*m_.files, m_.runner,
+                                 [] { return Result<ServiceInfo>(Service({{"10.1.0.7"}})); });
+  ASSERT_TRUE(out) << out.error().message;
+  EXPECT_TRUE(out->changed);
+  EXPECT_EQ(Exportfs(), n);
+  EXPECT_THAT(m_.Read(nfs::kExportsFile), HasSubstr("/export/slurm 10.1.0.7("));
+  EXPECT_TRUE(logs.Contains("in a container the NFS transport is stood in by bind mounts"));
+}
+
+TEST_F(RefreshTest, MissingStateIsNotFound) {
+  std::filesystem::remove(m_.root + nfs::kStateFile);
+  auto out = nfs::RefreshExports(*m_.files, m_.runner,
+                                 [] { return Result<ServiceInfo>(Service({})); });
+  ASSERT_FALSE(out);
+  EXPECT_EQ(out.error().kind, ErrorKind::kNotFound);
+}
+
+// ---- systemd escaping ------------------------------------------------------------------------
+
+TEST(MountUnitTest, EscapePathLikeSystemdEscape) {
+  EXPECT_EQ(disk::EscapePath("/export/home"), "export-home");
+  EXPECT_EQ(disk::EscapePath("/dev/disk/by-uuid/ab-cd"), "dev-disk-by\\x2duuid-ab\\x2dcd");
+  EXPECT_EQ(disk::EscapePath("//a//b/"), "a-b");
+  EXPECT_EQ(disk::EscapePath("/"), "-");
+  EXPECT_EQ(disk::EscapePath("/.hidden/x y"), "\\x2ehidden-x\\x20y");
+}
+
+}  // namespace
+}  // namespace onehpc
+
+namespace onehpc {
+namespace {
+
+// The storage role reading the portal from the OneGate simulator (real HTTP on 127.0.0.1,
+// the extended service document as OneFlow sends it).
+class StorageOneGateTest : public StorageTest {
+ protected:
+  void SetUp() override {
+    StorageTest::SetUp();
+    ASSERT_GT(sim_.Start(), 0);
+    service_ = sim_.CreateService("Open OnDemand", {fakes::SimRole("storage", 1),
+                                                    fakes::SimRole("portal", 1)});
+    sim::VmSpec storage;
+    storage.nics = {fakes::SimNic("192.168.1.10", "Management", "0"),
+                    fakes::SimNic("10.1.0.3", "Compute", "1")};
+    vm_ = sim_.AddVm(service_, "storage", storage);
+    client_ = std::make_unique<OneGateClient>(fakes::SimConfig(sim_, vm_), http_, m_.clock);
+    onegate_ = client_.get();
+  }
+  void AddPortal(const std::string& compute_ip) {
+    sim::VmSpec portal;
+    portal.nics = {fakes::SimNic("192.168.1.20", "Management", "0"),
+                   fakes::SimNic(compute_ip, "Compute", "1")};
+    portal_ = sim_.AddVm(service_, "portal", portal);
+  }
+  sim::OneGateSimulator sim_;
+  int service_ = -1;
+  sim::VmHandle vm_;
+  sim::VmHandle portal_;
+  CurlTransport http_;
+  std::unique_ptr<OneGateClient> client_;
+};
+
+TEST_F(StorageOneGateTest, PortalGetsRootOnlyOnItsComputeAddress) {
+  AddPortal("10.1.0.5");
+  MustConfigure();
+  std::string exports = m_.Read(nfs::kExportsFile);
+  EXPECT_THAT(exports, HasSubstr("/export/home 10.1.0.5(rw,sync,no_subtree_check,no_root_squash,fsid=1)"));
+  EXPECT_THAT(exports, HasSubstr("/export/slurm 10.1.0.5(rw,sync,no_subtree_check,no_root_squash,fsid=2)\n"));
+  EXPECT_THAT(exports, Not(HasSubstr("192.168.1.")));  // never the management network
+}
+
+TEST_F(StorageOneGateTest, PortalNotDeployedYetThenRefresherAddsIt) {
+  MustConfigure();  // straight deployment: the storage role is ready before the portal exists
+  EXPECT_THAT(m_.Read(nfs::kExportsFile), Not(HasSubstr("/export/slurm")));
+  AddPortal("10.1.0.5");
+  auto out = nfs::RefreshExports(*m_.files, m_.runner,
+                                 [&] { return client_->GetService(/*extended=*/true); });
+  ASSERT_TRUE(out) << out.error().message;
+  EXPECT_TRUE(out->changed);
+  EXPECT_THAT(m_.Read(nfs::kExportsFile), HasSubstr("/export/slurm 10.1.0.5("));
+}
+
+TEST_F(StorageOneGateTest, OneGateDownAtRebootKeepsLastGood) {
+  AddPortal("10.1.0.5");
+  MustConfigure();
+  std::string before = m_.Read(nfs::kExportsFile);
+  sim_.InjectFault(fakes::SimFault(sim::FaultKind::kStatus, 503, "down"));
+  auto again = MustConfigure();
+  EXPECT_EQ(m_.Read(nfs::kExportsFile), before);
+  EXPECT_TRUE(again.run->Changes().empty()) << again.run->plan.Render();
+  auto out = nfs::RefreshExports(*m_.files, m_.runner,
+                                 [&] { return client_->GetService(/*extended=*/true); });
+  ASSERT_TRUE(out);
+  EXPECT_TRUE(out->onegate_failed);
+  EXPECT_EQ(m_.Read(nfs::kExportsFile), before);
+}
+
+TEST_F(StorageOneGateTest, PortalAddressChangeThroughOneGate) {
+  AddPortal("10.1.0.5");
+  MustConfigure();
+  ASSERT_TRUE(sim_.SetNicIp(portal_.id, 1, "10.1.0.8"));
+  auto out = nfs::RefreshExports(*m_.files, m_.runner,
+                                 [&] { return client_->GetService(/*extended=*/true); });
+  ASSERT_TRUE(out);
+  EXPECT_EQ(out->old_portals, std::vector<std::string>{"10.1.0.5"});
+  EXPECT_EQ(out->new_portals, std::vector<std::string>{"10.1.0.8"});
+  std::string exports = m_.Read(nfs::kExportsFile);
+  EXPECT_THAT(exports, HasSubstr("10.1.0.8(rw,sync,no_subtree_check,no_root_squash"));
+  EXPECT_THAT(exports, Not(HasSubstr("10.1.0.5")));
+}
+
+// ---- the software cache (Squid for CernVM-FS) ----------------------------------------------
+
+class SquidTest : public StorageTest {
+ protected:
+  void SetUp() override {
+    StorageTest::SetUp();
+    m_.Write(squid::kSquidConf, "# packaged squid.conf\nhttp_port 3128\n");
+  }
+  int Parses() const {
+    int n = 0;
+    for (const auto& a : m_.runner.Argvs()) {
+      if (a.rfind("squid -k parse -f ", 0) == 0) ++n;
+    }
+    return n;
+  }
+  std::string WantsSquid() const {
+    return "/etc/systemd/system/multi-user.target.wants/squid.service";
+  }
+};
+
+TEST_F(SquidTest, RendersForTheComputeNetworkValidatedThenStarted) {
+  std::string candidate;
+  m_.runner.On({"squid", "-k", "parse", "-f"}, [&](const Command& c) {
+    std::ifstream in(c.argv.back());
+    candidate.assign(std::istreambuf_iterator<char>(in), {});
+    EXPECT_FALSE(m_.Read(squid::kSquidConf).rfind(squid::kHeader, 0) == 0)
+        << "squid.conf replaced before the check";
+    return Exit(0);
+  });
+  MustConfigure();
+  std::string conf = m_.Read(squid::kSquidConf);
+  EXPECT_EQ(candidate, conf);
+  EXPECT_EQ(Parses(), 1);
+  EXPECT_EQ(conf.rfind(squid::kHeader, 0), 0u);
+  EXPECT_THAT(conf, HasSubstr("\nhttp_port 3128\n"));
+  EXPECT_THAT(conf, HasSubstr("\nacl localnet src 10.1.0.0/24\n"));
+  EXPECT_THAT(conf, HasSubstr("\nhttp_access allow localnet\n"));
+  EXPECT_THAT(conf, HasSubstr("\nhttp_access deny all\n"));
+  EXPECT_THAT(conf, HasSubstr("\ncache_dir ufs /var/spool/squid 20000 16 256\n"));
+  EXPECT_THAT(conf, HasSubstr("\nmaximum_object_size 1024 MB\n"));
+  EXPECT_THAT(conf, HasSubstr("\ncache_mem 256 MB\n"));
+  EXPECT_LT(conf.find("http_access allow localnet"), conf.find("http_access deny all"));
+  EXPECT_EQ(m_.Read(squid::kSquidConfOriginal), "# packaged squid.conf\nhttp_port 3128\n");
+  EXPECT_FALSE(m_.Exists(squid::kSquidConfCandidate));
+  EXPECT_TRUE(m_.Exists(WantsSquid()));
+  EXPECT_TRUE(Ran("systemctl --no-block start squid.service"));
+  EXPECT_FALSE(Ran("systemctl --no-block restart squid.service"));
+}
+
+TEST_F(SquidTest, SecondRunChangesNothing) {
+  MustConfigure();
+  size_t commands = m_.runner.commands().size();
+  auto second = MustConfigure();
+  EXPECT_TRUE(second.run->Changes().empty()) << second.run->plan.Render();
+  for (size_t i = commands; i < m_.runner.commands().size(); ++i) {
+    std::string a = log::QuoteArgv(m_.runner.commands()[i].argv);
+    EXPECT_EQ(a.rfind("systemctl is-active", 0), 0u) << a;
+  }
+  EXPECT_THAT(second.run->plan.Render(), HasSubstr("/etc/squid/squid.conf [keep]"));
+  EXPECT_EQ(Parses(), 1);
+}
+
+TEST_F(SquidTest, NetsOverrideRestartsOnlyWhenChanged) {
+  MustConfigure();
+  vars_["ONEAPP_SQUID_NETS"] = "10.1.0.0/24, 172.16.0.0/16";
+  MustConfigure();
+  EXPECT_THAT(m_.Read(squid::kSquidConf),
+              HasSubstr("\nacl localnet src 10.1.0.0/24 172.16.0.0/16\n"));
+  EXPECT_TRUE(Ran("systemctl --no-block restart squid.service"));
+  // The packaged original was kept once, not overwritten by our own file.
+  EXPECT_EQ(m_.Read(squid::kSquidConfOriginal), "# packaged squid.conf\nhttp_port 3128\n");
+}
+
+TEST_F(SquidTest, BadNetsNameVariableValueAndExpectation) {
+  for (const char* bad : {"10.1.0.0", "10.1.0.0/33", "300.1.0.0/24", "fe80::/10", "any"}) {
+    auto s = Settings::Resolve(StorageSettings(), {{"ONEAPP_SQUID_NETS", bad}});
+    ASSERT_FALSE(s) << bad;
+    EXPECT_THAT(s.error().message, HasSubstr("ONEAPP_SQUID_NETS")) << bad;
+    EXPECT_THAT(s.error().message, HasSubstr(bad));
+    EXPECT_THAT(s.error().message, HasSubstr("CIDR"));
+  }
+}
+
+TEST_F(SquidTest, ParseFailureIsFatalAndKeepsTheOldFile) {
+  m_.runner.On({"squid", "-k", "parse"},
+               Exit(1, "", "2026/01/01| Processing: x\n2026/01/01| FATAL: Bungled x line 3\n"));
+  auto r = Configure();
+  ASSERT_FALSE(r.status);
+  EXPECT_THAT(r.status.error().message, HasSubstr("squid -k parse rejected"));
+  EXPECT_THAT(r.status.error().message, HasSubstr("FATAL: Bungled x line 3"));
+  EXPECT_THAT(r.status.error().message, Not(HasSubstr("Processing")));
+  EXPECT_EQ(m_.Read(squid::kSquidConf), "# packaged squid.conf\nhttp_port 3128\n");
+  EXPECT_FALSE(m_.Exists(squid::kSquidConfCandidate));
+  EXPECT_FALSE(m_.Exists(WantsSquid()));
+  EXPECT_FALSE(Ran("systemctl --no-block start squid.service"));
+}
+
+TEST_F(SquidTest, SiteProxyMeansNoSquidAndDisablesOurs) {
+  MustConfigure();
+  ASSERT_TRUE(m_.Exists(WantsSquid()));
+  vars_["ONEAPP_SOFTWARE_PROXY_ENABLED"] = "yes";
+  vars_["ONEAPP_SOFTWARE_PROXY_URL"] = "http://squid.example.org:3128";
+  auto r = MustConfigure();
+  EXPECT_FALSE(m_.Exists(WantsSquid()));
+  EXPECT_TRUE(Ran("systemctl disable squid.service"));
+  EXPECT_TRUE(Ran("systemctl --no-block stop squid.service"));
+  EXPECT_EQ(Parses(), 1);
+  EXPECT_THAT(r.run->plan.Render(), HasSubstr("http://squid.example.org:3128"));
+  auto again = MustConfigure();
+  EXPECT_TRUE(again.run->Changes().empty()) << again.run->plan.Render();
+}
+
+TEST_F(SquidTest, SiteProxyOnAFreshVmTouchesNoSquid) {
+  vars_["ONEAPP_SOFTWARE_PROXY_ENABLED"] = "1";
+  vars_["ONEAPP_SOFTWARE_PROXY_URL"] = "https://proxy.example.org/";
+  MustConfigure();
+  EXPECT_EQ(Parses(), 0);
+  EXPECT_EQ(m_.Read(squid::kSquidConf), "# packaged squid.conf\nhttp_port 3128\n");
+  EXPECT_FALSE(Ran("systemctl disable squid.service"));
+  EXPECT_FALSE(Ran("systemctl --no-block stop squid.service"));
+}
+
+TEST_F(SquidTest, UrlIgnoredWhenTheSwitchIsOff) {
+  vars_["ONEAPP_SOFTWARE_PROXY_URL"] = "ftp://not used";
+  MustConfigure();
+  EXPECT_EQ(Parses(), 1);
+}
+
+TEST_F(SquidTest, UrlRequiredAndValidatedWhenTheSwitchIsOn) {
+  vars_["ONEAPP_SOFTWARE_PROXY_ENABLED"] = "YES";
+  auto r = Configure();
+  ASSERT_FALSE(r.status);
+  EXPECT_EQ(r.status.error().kind, ErrorKind::kInvalidInput);
+  EXPECT_THAT(r.status.error().message, HasSubstr("ONEAPP_SOFTWARE_PROXY_URL is empty"));
+  EXPECT_THAT(r.status.error().message, HasSubstr("ONEAPP_SOFTWARE_PROXY_ENABLED=YES"));
+  EXPECT_FALSE(m_.Exists(nfs::kExportsFile)) << "nothing changes before the inputs are checked";
+  for (const char* bad : {"ftp://x.org", "squid.example.org:3128", "http://a b", "http://",
+                          "http://x.org:99999", "http://x.org/ path", "http://-x.org"}) {
+    vars_["ONEAPP_SOFTWARE_PROXY_URL"] = bad;
+    auto b = Configure();
+    ASSERT_FALSE(b.status) << bad;
+    EXPECT_THAT(b.status.error().message,
+                HasSubstr(std::string("ONEAPP_SOFTWARE_PROXY_URL='") + bad + "'"));
+    EXPECT_THAT(b.status.error().message, HasSubstr("expected an http(s) URL without whitespace"));
+  }
+  for (const char* good : {"http://10.0.0.1:3128", "HTTPS://proxy.example.org/cvmfs",
+                           "http://[fd00::1]:3128", "http://squid"}) {
+    auto s = Settings::Resolve(StorageSettings(), {{"ONEAPP_SOFTWARE_PROXY_ENABLED", "YES"},
+                                                   {"ONEAPP_SOFTWARE_PROXY_URL", good}});
+    ASSERT_TRUE(s);
+    auto url = squid::SiteProxyUrl(*s);
+    EXPECT_TRUE(url) << good << ": " << (url ? "" : url.error().message);
+  }
+}
+
+TEST_F(SquidTest, PlanShowsTheSquidStepsAndChangesNothing) {
+  auto r = MustConfigure(PlanMode::kDryRun);
+  std::string plan = r.run->plan.Render();
+  EXPECT_THAT(plan, HasSubstr("write /etc/squid/squid.conf (checked with squid -k parse first)"));
+  EXPECT_THAT(plan, HasSubstr("localnet 10.1.0.0/24"));
+  EXPECT_THAT(plan, HasSubstr("keep the packaged /etc/squid/squid.conf"));
+  EXPECT_THAT(plan, HasSubstr("enable squid.service"));
+  EXPECT_THAT(plan, HasSubstr("start squid.service (--no-block)"));
+  EXPECT_EQ(Parses(), 0);
+  EXPECT_EQ(m_.Read(squid::kSquidConf), "# packaged squid.conf\nhttp_port 3128\n");
+  EXPECT_FALSE(m_.Exists(squid::kSquidConfOriginal));
+}
+
+TEST(SquidRender, DefaultsListed) {
+  auto specs = StorageSettings();
+  std::vector<std::string> names;
+  for (const auto& s : specs) names.push_back(s.name);
+  EXPECT_THAT(names, ::testing::ElementsAre("ONEAPP_HOME_NFS_ENABLED",
+                                            "ONEAPP_SOFTWARE_PROXY_ENABLED",
+                                            "ONEAPP_SOFTWARE_PROXY_URL", "ONEAPP_SQUID_NETS"));
+  auto s = Settings::Resolve(specs, {});
+  ASSERT_TRUE(s);
+  EXPECT_FALSE(s->GetBool("ONEAPP_SOFTWARE_PROXY_ENABLED"));
+  EXPECT_TRUE(s->GetList("ONEAPP_SQUID_NETS").empty());
+}
+
+}  // namespace
+}  // namespace onehpc

@@ -1,0 +1,305 @@
+// The worker role on a fake machine, with the controller published in the OneGate simulator.
+#include "roles/worker.h"
+#include "roles/slurm/join.h"
+
+#include <sys/stat.h>
+
+#include <atomic>
+#include <functional>
+
+#include <gtest/gtest.h>
+
+#include "common/base64.h"
+#include "common/log.h"
+#include "roles/names.h"
+#include "tests/fakes/machine.h"
+#include "tests/fakes/onegate_sim.h"
+#include "tests/fakes/role_run.h"
+
+namespace onehpc {
+namespace {
+
+using fakes::Exit;
+using fakes::FakeMachine;
+using fakes::FakeSlurm;
+using fakes::RoleRun;
+
+bool Has(const std::vector<std::string>& v, const std::string& item) {
+  return std::find(v.begin(), v.end(), item) != v.end();
+}
+
+
+class WorkerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_GT(sim_.Start(), 0);
+    service_ = sim_.CreateService("OneSlurm", {fakes::SimRole("controller", 1), fakes::SimRole("worker", 1)});
+    key_ = std::string(128, '\0');
+    for (size_t i = 0; i < key_.size(); ++i) key_[i] = static_cast<char>(i * 7 + 3);
+    sim::VmSpec ctl;
+    ctl.nics.push_back(fakes::SimNic("10.0.0.5", "service"));
+    ctl.user_template = {{"READY", "YES"},
+                         {"SLURM_CONTROLLER_ADDR", "10.0.0.5"},
+                         {"SLURM_CONTROLLER_HOST", "slurm-one-controller"},
+                         {"SLURM_MUNGE_KEY_BASE64", Base64Encode(key_)}};
+    controller_ = sim_.AddVm(service_, "controller", ctl);
+    sim::VmSpec w;
+    w.nics.push_back(fakes::SimNic("192.0.2.7", "public", "2"));
+    w.nics.push_back(fakes::SimNic("10.0.0.7", "service"));
+    worker_ = sim_.AddVm(service_, "worker", w);
+    name_ = "slurm-one-worker-" + std::to_string(worker_.id);
+    onegate_ = std::make_unique<OneGateClient>(fakes::SimConfig(sim_, worker_), hook_,
+                                               m_.clock);
+    vars_ = {{"VMID", std::to_string(worker_.id)},
+             {"ETH0_IP", "192.0.2.7"}, {"ETH0_MASK", "255.255.255.0"},
+             {"ETH1_IP", "10.0.0.7"}, {"ETH1_MASK", "255.255.255.0"}};
+    slurm_.Install(m_.runner);
+    // slurmd, when (re)started, fetches the configuration and registers (unless told not to).
+    for (const char* verb : {"start", "restart"}) {
+      m_.runner.On({"systemctl", "--no-block", verb, "slurmd.service"}, [this](const Command&) {
+        m_.active.insert("slurmd.service");
+        published_at_start_ = sim_.UserAttr(worker_.id, "SLURM_NODENAME");
+        ++slurmd_starts_;
+        if (fetches_config_) m_.Write("/run/slurm/conf/slurm.conf", "MaxNodeCount=2\n");
+        if (registers_) slurm_.nodes[name_].addr = "10.0.0.7";
+        return Exit(0);
+      });
+    }
+  }
+  std::unique_ptr<RoleRun> Run(PlanMode mode = PlanMode::kApply) {
+    auto run = std::make_unique<RoleRun>(m_, *role_, vars_, onegate_.get(), mode);
+    status_ = role_->Configure(*run->env);
+    return run;
+  }
+  std::unique_ptr<RoleRun> RunOk(PlanMode mode = PlanMode::kApply) {
+    auto run = Run(mode);
+    EXPECT_TRUE(status_) << (status_ ? "" : status_.error().message) << "\n"
+                         << run->plan.Render();
+    return run;
+  }
+
+  FakeMachine m_;
+  sim::OneGateSimulator sim_;
+  int service_ = -1;
+  sim::VmHandle controller_, worker_;
+  std::string key_, name_;
+  CurlTransport http_;
+  fakes::HookTransport hook_{http_};
+  std::unique_ptr<OneGateClient> onegate_;
+  std::unique_ptr<Role> role_ = MakeWorkerRole();
+  ContextVars vars_;
+  FakeSlurm slurm_;
+  bool fetches_config_ = true;
+  bool registers_ = true;
+  int slurmd_starts_ = 0;
+  std::string published_at_start_ = "<never started>";
+  Status status_;
+};
+
+TEST_F(WorkerTest, Identity) {
+  EXPECT_EQ(role_->Name(), "worker");
+  EXPECT_EQ(role_->Service(), "OneSlurm");
+  auto specs = role_->Settings();
+  ASSERT_EQ(specs.size(), 1u);
+  EXPECT_EQ(specs[0].name, "ONEAPP_SLURM_JOIN_TIMEOUT");
+  EXPECT_EQ(WorkerNodeName({{"VMID", "42"}}).value_or("?"), "slurm-one-worker-42");
+  EXPECT_EQ(WorkerNodeName({{"VMID", "42"}, {"SET_HOSTNAME", "gpu-3.lab"}}).value_or("?"), "gpu-3");
+  EXPECT_FALSE(WorkerNodeName({{"VMID", "4x"}}));
+}
+
+TEST_F(WorkerTest, FirstJoin) {
+  log::Capture logs;
+  auto run = RunOk();
+  // Name published before slurmd started, and the node verified afterwards.
+  EXPECT_EQ(published_at_start_, name_);
+  EXPECT_EQ(sim_.UserAttr(worker_.id, "SLURM_NODENAME"), name_);
+  EXPECT_EQ(m_.Read("/proc/sys/kernel/hostname"), name_ + "\n");
+  EXPECT_EQ(m_.Read("/etc/hosts"),
+            "# BEGIN one-hpc managed block (do not edit)\n10.0.0.7\t" + name_ +
+                "\n10.0.0.5\tslurm-one-controller\n# END one-hpc managed block\n"
+                "127.0.0.1\tlocalhost\n127.0.1.1\tdebian\n");
+  EXPECT_EQ(m_.Read("/etc/munge/munge.key"), key_);
+  struct stat st {};
+  ASSERT_EQ(stat((m_.root + "/etc/munge/munge.key").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0400u);
+  std::string unit = m_.Read("/etc/systemd/system/slurmd.service");
+  // 4000 MiB MemTotal - 400 MiB for the OS; 2 CPUs; no GPU.
+  EXPECT_NE(unit.find("ExecStart=/usr/sbin/slurmd -D -Z --conf-server 10.0.0.5:6817 -N " + name_ +
+                      " --conf \"CPUs=2 RealMemory=3600 Feature=one\""),
+            std::string::npos)
+      << unit;
+  EXPECT_TRUE(logs.Contains("on address 10.0.0.7 (NIC NIC1 on network 'service'"));
+  auto changes = run->Changes();
+  EXPECT_TRUE(Has(changes, "publish SLURM_NODENAME=" + name_ + " in OneGate"));
+  EXPECT_TRUE(Has(changes, "systemctl daemon-reload"));
+  EXPECT_TRUE(Has(changes, "start slurmd.service (--no-block)"));
+  EXPECT_TRUE(Has(changes, "enable oneslurm-self-drain.service"));
+  EXPECT_TRUE(Has(changes, "start oneslurm-self-drain.service (--no-block)"));
+  EXPECT_TRUE(run->publish.empty());  // READY goes out through the configure flow only
+  // Exactly one GET /service?extended=true for discovery.
+  int service_gets = 0;
+  for (const auto& r : sim_.Requests()) service_gets += r.path == "/service" ? 1 : 0;
+  EXPECT_EQ(service_gets, 1);
+  EXPECT_EQ(slurmd_starts_, 1);
+  // Commands: munge checked before slurmd; registration checked with the configless config.
+  auto cmds = m_.Changes();
+  auto pos = [&](const std::string& a) { return std::find(cmds.begin(), cmds.end(), a) - cmds.begin(); };
+  EXPECT_LT(pos("unmunge"), pos("systemctl --no-block start slurmd.service"));
+  EXPECT_LT(pos("systemctl --no-block start slurmd.service"),
+            pos("scontrol -o show node " + name_));
+  for (const auto& c : m_.runner.commands()) {
+    if (c.argv[0] == "scontrol") {
+      ASSERT_EQ(c.env.size(), 1u);
+      EXPECT_EQ(c.env[0].second, m_.root + "/run/slurm/conf/slurm.conf");
+    }
+  }
+  EXPECT_FALSE(logs.Contains(Base64Encode(key_)));
+}
+
+TEST_F(WorkerTest, RerunKeepsEverything) {
+  RunOk();
+  auto again = RunOk();
+  EXPECT_TRUE(again->Changes().empty()) << again->plan.Render();
+  EXPECT_EQ(slurmd_starts_, 1);
+}
+
+TEST_F(WorkerTest, RotatedKeyIsInstalledAndDaemonsRestarted) {
+  RunOk();
+  std::string new_key(64, 'k');
+  ASSERT_TRUE(sim_.SetUserAttr(controller_.id, "SLURM_MUNGE_KEY_BASE64",
+                               Base64Encode(new_key)));
+  auto run = RunOk();
+  EXPECT_EQ(m_.Read("/etc/munge/munge.key"), new_key);
+  auto changes = run->Changes();
+  EXPECT_TRUE(Has(changes, "write /etc/munge/munge.key"));
+  EXPECT_TRUE(Has(changes, "restart munge.service (--no-block)"));
+  EXPECT_TRUE(Has(changes, "restart slurmd.service (--no-block)"));
+}
+
+TEST_F(WorkerTest, WaitsForTheControllerWithBackoff) {
+  ASSERT_TRUE(sim_.EraseUserAttr(controller_.id, "READY"));
+  hook_.hook = [this](int n) {
+    if (n == 3) sim_.SetUserAttr(controller_.id, "READY", "YES");
+  };
+  auto run = RunOk();
+  EXPECT_GE(m_.clock.sleeps(), 3);
+  EXPECT_GT(m_.clock.slept(), Duration(2000));
+  int service_gets = 0;
+  for (const auto& r : sim_.Requests()) {
+    if (r.path == "/service") {
+      ++service_gets;
+      EXPECT_NE(r.query.find("extended"), std::string::npos);
+    }
+  }
+  EXPECT_EQ(service_gets, 4);
+}
+
+TEST_F(WorkerTest, NoControllerRoleIsAClearErrorWithinTheDeadline) {
+  int other = sim_.CreateService("Other", {fakes::SimRole("worker", 1)});
+  sim::VmSpec w;
+  w.nics.push_back(fakes::SimNic("10.0.0.8", "service"));
+  worker_ = sim_.AddVm(other, "worker", w);
+  onegate_ = std::make_unique<OneGateClient>(fakes::SimConfig(sim_, worker_), hook_, m_.clock);
+  vars_["VMID"] = std::to_string(worker_.id);
+  vars_["ONEAPP_SLURM_JOIN_TIMEOUT"] = "60";
+  Run();
+  ASSERT_FALSE(status_);
+  EXPECT_NE(status_.error().message.find("has no role named 'controller' (roles: 'worker')"),
+            std::string::npos)
+      << status_.error().message;
+  EXPECT_NE(status_.error().message.find("deadline of 60000 ms"), std::string::npos);
+  EXPECT_LE(m_.clock.slept(), Duration(60000));
+  int service_requests = 0;
+  for (const auto& r : sim_.Requests()) service_requests += (r.path == "/service") ? 1 : 0;
+  EXPECT_GT(service_requests, 3);  // retried, not an exit
+  EXPECT_EQ(slurmd_starts_, 0);
+}
+
+TEST_F(WorkerTest, BadPublishedKeyIsNamed) {
+  ASSERT_TRUE(sim_.SetUserAttr(controller_.id, "SLURM_MUNGE_KEY_BASE64", "c2hvcnQ="));
+  vars_["ONEAPP_SLURM_JOIN_TIMEOUT"] = "10";
+  Run();
+  ASSERT_FALSE(status_);
+  EXPECT_NE(status_.error().message.find("SLURM_MUNGE_KEY_BASE64 published by controller VM"),
+            std::string::npos)
+      << status_.error().message;
+  EXPECT_NE(status_.error().message.find("5 bytes"), std::string::npos);
+}
+
+TEST_F(WorkerTest, TableFullIsReported) {
+  registers_ = false;  // slurmctld rejects the registration silently (trap 1)
+  vars_["ONEAPP_SLURM_JOIN_TIMEOUT"] = "30";
+  log::Capture logs;
+  Run();
+  ASSERT_FALSE(status_);
+  EXPECT_NE(status_.error().message.find("Slurm node " + name_ +
+                                         " did not register with 10.0.0.5 within 30s: the node "
+                                         "table may be full (MaxNodeCount=2)"),
+            std::string::npos)
+      << status_.error().message;
+  EXPECT_LE(m_.clock.slept(), Duration(30000));
+  // Reconfigure after a slot freed: slurmd is running but unregistered -> restarted.
+  registers_ = true;
+  auto run = RunOk();
+  EXPECT_TRUE(Has(run->Changes(), "restart slurmd.service (--no-block)"));
+  EXPECT_EQ(slurmd_starts_, 2);
+}
+
+TEST_F(WorkerTest, ConfigNeverFetched) {
+  fetches_config_ = false;
+  registers_ = false;
+  vars_["ONEAPP_SLURM_JOIN_TIMEOUT"] = "20";
+  Run();
+  ASSERT_FALSE(status_);
+  EXPECT_NE(status_.error().message.find("slurmd did not fetch its configuration from "
+                                         "10.0.0.5:6817 within 20s"),
+            std::string::npos)
+      << status_.error().message;
+}
+
+TEST_F(WorkerTest, StaleRecordsOfThisNodeAreFixed) {
+  RunOk();
+  // Trap 4: the record kept an old address; and the reconciler drained it at some point.
+  slurm_.nodes[name_].addr = "10.0.0.99";
+  slurm_.nodes[name_].drain = true;
+  slurm_.nodes[name_].reason = "removed from OneFlow service";
+  auto run = RunOk();
+  EXPECT_EQ(run->Changes(), (std::vector<std::string>{"set NodeAddr of " + name_ + " to 10.0.0.7",
+                                                      "resume " + name_}));
+  EXPECT_EQ(slurm_.nodes[name_].addr, "10.0.0.7");
+  EXPECT_FALSE(slurm_.nodes[name_].drain);
+  // An admin's drain is not ours: kept.
+  slurm_.nodes[name_].drain = true;
+  slurm_.nodes[name_].reason = "maintenance";
+  auto admin = RunOk();
+  EXPECT_TRUE(admin->Changes().empty());
+}
+
+TEST_F(WorkerTest, DryRunLooksOnceAndChangesNothing) {
+  ASSERT_TRUE(sim_.EraseUserAttr(controller_.id, "READY"));
+  Run(PlanMode::kDryRun);
+  ASSERT_FALSE(status_);  // not ready: one look only, no waiting
+  EXPECT_EQ(m_.clock.sleeps(), 0);
+  ASSERT_TRUE(sim_.SetUserAttr(controller_.id, "READY", "YES"));
+  auto run = RunOk(PlanMode::kDryRun);
+  EXPECT_FALSE(m_.Exists("/etc/munge/munge.key"));
+  EXPECT_FALSE(m_.Exists("/etc/systemd/system/slurmd.service"));
+  EXPECT_EQ(sim_.UserAttr(worker_.id, "SLURM_NODENAME"), "");
+  EXPECT_EQ(slurmd_starts_, 0);
+  EXPECT_TRUE(Has(run->Changes(), "publish SLURM_NODENAME=" + name_ + " in OneGate"));
+  EXPECT_TRUE(Has(run->Changes(), "start slurmd.service (--no-block)"));
+}
+
+TEST_F(WorkerTest, NeedsOneGateAndAGpuShowsUp) {
+  RoleRun run(m_, *role_, vars_, nullptr);
+  auto s = role_->Configure(*run.env);
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.error().message.find("TOKEN=YES"), std::string::npos);
+  m_.Write("/dev/nvidia0", "");
+  RunOk();
+  EXPECT_NE(m_.Read("/etc/systemd/system/slurmd.service").find("Feature=one Gres=gpu:1\""),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace onehpc
