@@ -442,31 +442,15 @@ scenario() {
 
 scenario; rc=$?
 [ "$rc" = 0 ] || { echo "  FAIL  scenario stopped early (status $rc, see above)"; FAIL=$((FAIL + 1)); }
-step "clean-up"
-if [ "$FAIL" != 0 ]; then   # the journals go with the clones: keep them for the post-mortem
+# No job may hold a poweroff; then workers first (their self-drain reaches the portal).
+# shellcheck disable=SC2317  # called by lab_end
+poweroff_workers() {
+    local f n
+    if bl_running "$PORTAL"; then P scancel --user=alice >/dev/null 2>&1; fi
     for f in "$BOOTLAB_DIR"/run/*.pid; do
         [ -e "$f" ] || continue
         n=$(basename "$f" .pid)
-        bl_journal "$n" -o short-monotonic > "$BOOTLAB_DIR/logs/$n.journal" 2>&1
+        case $n in w*) bl_poweroff "$n" 60 >/dev/null || true;; esac
     done
-fi
-# No job may hold a poweroff; then workers first (their self-drain reaches the portal).
-if bl_running "$PORTAL"; then P scancel --user=alice >/dev/null 2>&1; fi
-for f in "$BOOTLAB_DIR"/run/*.pid; do
-    [ -e "$f" ] || continue
-    n=$(basename "$f" .pid)
-    case $n in w*) bl_poweroff "$n" 60 >/dev/null || true;; esac
-done
-sim_stop
-bl_cleanup
-left=$(bl_leftovers)
-check "clean-up left nothing (mounts, cgroups, bridge)" eq "$left" ""
-timing "total" "$(_bl_dt "$T_START" "$(_bl_now)")"
-print_timings; TIMINGS=()
-echo "== $PASS passed, $FAIL failed"
-if [ "$FAIL" = 0 ]; then
-    [ "$OWN_LAB_DIR" = yes ] && rm -rf "$BOOTLAB_DIR"
-    exit 0
-fi
-echo "logs: $BOOTLAB_DIR/logs"
-exit 1
+}
+lab_end poweroff_workers
