@@ -170,7 +170,6 @@ kick_timer() {   # kick_timer NAME TIMER SERVICE
 
 # ---- Slurm views (from the portal) ---------------------------------------------------------
 
-sinfo_nodes() { P sinfo -h -N -o '%N %t' | sort -u; }
 node_state() { P sinfo -h -N -n "$1" -o '%t' 2>/dev/null | head -1; }
 registered() { P scontrol -o show node "$1" 2>/dev/null | grep -q "^NodeName=$1 "; }
 not_registered() { ! registered "$1"; }
