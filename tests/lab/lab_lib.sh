@@ -112,7 +112,7 @@ check() {   # check DESCRIPTION COMMAND...   (returns the command's failure too)
 }
 # shellcheck disable=SC2317  # called through check
 eq() { [ "$1" = "$2" ] || { echo "        got '$1', want '$2'"; return 1; }; }
-# shellcheck disable=SC2317
+# shellcheck disable=SC2317  # called through check
 contains() { case $1 in *"$2"*) return 0;; esac; echo "        '$1' does not contain '$2'"; return 1; }
 timing() { TIMINGS+=("$(printf '%-52s %7ss' "$1" "$2")"); }
 print_timings() {
@@ -207,9 +207,9 @@ step() { echo; say "=== $*"; }
 
 # wait_for SECONDS COMMAND...: polls every 0.2 s until COMMAND succeeds; WAITED = seconds spent
 # (read by the tests that source this file).
-# shellcheck disable=SC2034
+# shellcheck disable=SC2034  # read by the tests
 WAITED=0
-# shellcheck disable=SC2034
+# shellcheck disable=SC2034  # WAITED: read by the tests
 wait_for() {
     local timeout=$1 t0 end; shift
     t0=$(_bl_now); end=$(( $(date +%s) + timeout ))
