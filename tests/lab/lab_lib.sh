@@ -112,7 +112,7 @@ check() {   # check DESCRIPTION COMMAND...   (returns the command's failure too)
 }
 # shellcheck disable=SC2317  # called through check
 eq() { [ "$1" = "$2" ] || { echo "        got '$1', want '$2'"; return 1; }; }
-# shellcheck disable=SC2317
+# shellcheck disable=SC2317  # called through check
 contains() { case $1 in *"$2"*) return 0;; esac; echo "        '$1' does not contain '$2'"; return 1; }
 timing() { TIMINGS+=("$(printf '%-52s %7ss' "$1" "$2")"); }
 print_timings() {
@@ -168,6 +168,37 @@ lab_arm() {
     WATCHDOG_PID=$!
 }
 
+# lab_end [STOP_COMMAND...]: the end of a scenario test (lab_lifecycle, lab_ood). Saves the
+# journals when a check failed (they go with the clones), runs STOP_COMMAND (the test's own way
+# to power off its containers), stops the simulator, cleans up and checks that nothing is left,
+# prints the timings and "== N passed, N failed". Exits 0 (removing a lab directory of its own)
+# when nothing failed, else 1 (keeping the logs).
+lab_end() {
+    local f n left
+    step "clean-up"
+    if [ "$FAIL" != 0 ]; then   # the journals go with the clones: keep them for the post-mortem
+        for f in "$BOOTLAB_DIR"/run/*.pid; do
+            [ -e "$f" ] || continue
+            n=$(basename "$f" .pid)
+            bl_journal "$n" -o short-monotonic > "$BOOTLAB_DIR/logs/$n.journal" 2>&1
+        done
+    fi
+    [ $# -eq 0 ] || "$@"
+    sim_stop
+    bl_cleanup
+    left=$(bl_leftovers)
+    check "clean-up left nothing (mounts, cgroups, bridge)" eq "$left" ""
+    timing "total" "$(_bl_dt "$T_START" "$(_bl_now)")"
+    print_timings; TIMINGS=()
+    echo "== $PASS passed, $FAIL failed"
+    if [ "$FAIL" = 0 ]; then
+        [ "$OWN_LAB_DIR" = yes ] && rm -rf "$BOOTLAB_DIR"
+        exit 0
+    fi
+    echo "logs: $BOOTLAB_DIR/logs"
+    exit 1
+}
+
 # ---- shared by the scenario tests (lab_lifecycle, lab_ood). lab_begin sets T_START; they set SIM_URL,
 # BIN_DIR and the VMID array before calling these.
 
@@ -176,9 +207,9 @@ step() { echo; say "=== $*"; }
 
 # wait_for SECONDS COMMAND...: polls every 0.2 s until COMMAND succeeds; WAITED = seconds spent
 # (read by the tests that source this file).
-# shellcheck disable=SC2034
+# shellcheck disable=SC2034  # read by the tests
 WAITED=0
-# shellcheck disable=SC2034
+# shellcheck disable=SC2034  # WAITED: read by the tests
 wait_for() {
     local timeout=$1 t0 end; shift
     t0=$(_bl_now); end=$(( $(date +%s) + timeout ))

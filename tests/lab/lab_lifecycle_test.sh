@@ -29,9 +29,6 @@
 # what systemd-nspawn needs). Environment: as lab_smoke_test.sh (BOOTLAB_CACHE, ONEHPC_DEB,
 # ONEHPC_SIM, ONEHPC_SOURCE_DIR, ONEHPC_BINARY_DIR, LAB_TIMEOUT).
 
-# bl_cleanup and bl_rootfs take optional flags (--purge, --fresh) that the test never passes;
-# most helpers are called through check and wait_for (SC2317).
-# shellcheck disable=SC2119,SC2317
 set -uo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -102,15 +99,19 @@ ctl() { bl_exec ctl "$@"; }
 # "name state" per node, sorted (sinfo -N lists a node once per partition; one partition).
 sinfo_nodes() { ctl sinfo -h -N -o '%N %t' | sort -u; }
 node_state() { ctl sinfo -h -N -n "$1" -o '%t' 2>/dev/null | head -1; }
+# shellcheck disable=SC2317  # invoked indirectly (check, wait_for)
 registered() { ctl scontrol -o show node "$1" 2>/dev/null | grep -q "^NodeName=$1 "; }
+# shellcheck disable=SC2317  # invoked indirectly (check, wait_for)
 not_registered() { ! registered "$1"; }
 idle_count() { sinfo_nodes | awk '$2 == "idle"' | wc -l; }
+# shellcheck disable=SC2317  # invoked indirectly (check, wait_for)
 idle_is() { [ "$(idle_count)" = "$1" ] && [ "$(sinfo_nodes | wc -l)" = "$1" ]; }
 node_field() {   # node_field NODE FIELD : a field of `scontrol -o show node`
     ctl scontrol -o show node "$1" 2>/dev/null | tr ' ' '\n' | sed -n "s/^$2=//p" | head -1
 }
 node_reason() { ctl scontrol show node "$1" 2>/dev/null | sed -n 's/^ *Reason=\(.*\) \[.*/\1/p'; }
 print_sinfo() { ctl sinfo -N -o '%N %6t %10T %E' | sed 's/^/    | /'; }
+# shellcheck disable=SC2317  # invoked indirectly (check, wait_for)
 slurmctld_up() { ctl scontrol ping | grep -q 'is UP'; }
 
 # ---- reconciler --------------------------------------------------------------------------------
@@ -125,6 +126,7 @@ reconcile_now() {
         grep -v '^Start\|^Finished\|^oneslurm-reconcile.service: Deactivated' > "$BOOTLAB_DIR/logs/reconcile.last"
     sed 's/^/    | /' "$BOOTLAB_DIR/logs/reconcile.last"
 }
+# shellcheck disable=SC2317  # invoked indirectly (check, wait_for)
 reconcile_logged() { grep -qF -- "$1" "$BOOTLAB_DIR/logs/reconcile.last"; }
 
 # ---- phases ------------------------------------------------------------------------------------
@@ -133,8 +135,11 @@ setup() {
     local t0
     step "setup: rootfs, package layers, bridge, OneGate simulator"
     find_product || return 1
-    t0=$(_bl_now); bl_rootfs || return 1
+    t0=$(_bl_now)
+    # shellcheck disable=SC2119  # no --fresh: reuse a cached rootfs
+    bl_rootfs || return 1
     timing "rootfs ($BL_ROOTFS_RESULT)" "$(_bl_dt "$t0" "$(_bl_now)")"
+    # shellcheck disable=SC2119  # no argument: the slurm layer set
     build_layers || return 1
     bl_bridge_up || return
     start_sim || return 1
@@ -303,16 +308,21 @@ phase5_table_full() {
     bl_unclone w7
 }
 
+# shellcheck disable=SC2317  # invoked indirectly (check, wait_for)
 job_running_on() { [ "$(ctl squeue -h -j "$1" -o '%T %N')" = "RUNNING $2" ]; }
+# shellcheck disable=SC2317  # invoked indirectly (check, wait_for)
 job_gone() {
     local s
     s=$(ctl squeue -h -j "$1" -o '%T' 2>/dev/null)
     case $s in RUNNING|COMPLETING) return 1;; esac
 }
+# shellcheck disable=SC2317  # invoked indirectly (check, wait_for)
 reconcile_runs_above() {
     [ "$(ctl journalctl -u oneslurm-reconcile.service -o cat --no-pager | grep -c 'reconcile: .* Slurm nodes')" -gt "$1" ]
 }
+# shellcheck disable=SC2317  # invoked indirectly (check, wait_for)
 node_is_idle() { [ "$(node_state "$1")" = idle ]; }
+# shellcheck disable=SC2317  # invoked indirectly (check, wait_for)
 drained_by_reconciler() { [ "$(node_reason "$1")" = "removed from OneFlow service" ] && node_state "$1" | grep -q 'drain\|drng'; }
 state_has() { node_field "$1" State | grep -q "$2"; }
 
@@ -437,30 +447,14 @@ scenario() {
 
 scenario; rc=$?
 [ "$rc" = 0 ] || { echo "  FAIL  scenario stopped early (status $rc, see above)"; FAIL=$((FAIL + 1)); }
-step "clean-up"
-if [ "$FAIL" != 0 ]; then   # the journals go with the clones: keep them for the post-mortem
+# Workers first: their self-drain still reaches the controller (else each waits for it).
+# shellcheck disable=SC2317  # called by lab_end
+poweroff_workers() {
+    local f n
     for f in "$BOOTLAB_DIR"/run/*.pid; do
         [ -e "$f" ] || continue
         n=$(basename "$f" .pid)
-        bl_journal "$n" -o short-monotonic > "$BOOTLAB_DIR/logs/$n.journal" 2>&1
+        [ "$n" = ctl ] || bl_poweroff "$n" 60 || true
     done
-fi
-# Workers first: their self-drain still reaches the controller (else each waits for it).
-for f in "$BOOTLAB_DIR"/run/*.pid; do
-    [ -e "$f" ] || continue
-    n=$(basename "$f" .pid)
-    [ "$n" = ctl ] || bl_poweroff "$n" 60 || true
-done
-sim_stop
-bl_cleanup
-left=$(bl_leftovers)
-check "clean-up left nothing (mounts, cgroups, bridge)" eq "$left" ""
-timing "total" "$(_bl_dt "$T_START" "$(_bl_now)")"
-print_timings; TIMINGS=()
-echo "== $PASS passed, $FAIL failed"
-if [ "$FAIL" = 0 ]; then
-    [ "$OWN_LAB_DIR" = yes ] && rm -rf "$BOOTLAB_DIR"
-    exit 0
-fi
-echo "logs: $BOOTLAB_DIR/logs"
-exit 1
+}
+lab_end poweroff_workers

@@ -35,9 +35,6 @@
 # what systemd-nspawn needs). Environment: as lab_lifecycle_test.sh (BOOTLAB_CACHE, ONEHPC_DEB,
 # ONEHPC_SIM, ONEHPC_SOURCE_DIR, ONEHPC_BINARY_DIR, LAB_TIMEOUT).
 
-# bl_cleanup and bl_rootfs take optional flags the test never passes; most helpers are called
-# through check and wait_for (SC2317).
-# shellcheck disable=SC2119,SC2317
 set -uo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -136,6 +133,7 @@ as_alice() { P runuser -u alice -- "$@"; }
 submit() {
     as_alice sbatch --parsable -D /home/alice -o /dev/null "$@" 2>> "$BOOTLAB_DIR/logs/sbatch.err"
 }
+# shellcheck disable=SC2317  # invoked indirectly (check, wait_for)
 is_id() {
     local a
     for a in "$@"; do
@@ -154,10 +152,15 @@ configured_ok() {
     done
     return $rc
 }
+# shellcheck disable=SC2317  # invoked indirectly (check, wait_for)
 ne() { [ "$1" != "$2" ] || { echo "        got '$1'"; return 1; }; }
+# shellcheck disable=SC2317  # invoked indirectly (check, wait_for)
 pw_hashed() { case $1 in '$'*) return 0;; esac; echo "        shadow field '$1'"; return 1; }
+# shellcheck disable=SC2317  # invoked indirectly (check, wait_for)
 pw_locked() { case $1 in '!'*|'*'*) return 0;; esac; echo "        shadow field '${1:0:4}...'"; return 1; }
+# shellcheck disable=SC2317  # invoked indirectly (check, wait_for)
 unit_active() { [ "$(bl_exec "$1" systemctl is-active "$2")" = active ]; }
+# shellcheck disable=SC2317  # invoked indirectly (check, wait_for)
 unit_enabled() { [ "$(bl_exec "$1" systemctl is-enabled "$2")" = enabled ]; }
 # A file in a container: its sha256 ("" when missing).
 sha_in() { bl_exec "$1" sha256sum "$2" 2>/dev/null | cut -d' ' -f1; }
@@ -170,14 +173,19 @@ kick_timer() {   # kick_timer NAME TIMER SERVICE
 
 # ---- Slurm views (from the portal) ---------------------------------------------------------
 
-sinfo_nodes() { P sinfo -h -N -o '%N %t' | sort -u; }
+# shellcheck disable=SC2317  # called only by functions that check and wait_for invoke
 node_state() { P sinfo -h -N -n "$1" -o '%t' 2>/dev/null | head -1; }
+# shellcheck disable=SC2317  # called only by functions that check and wait_for invoke
 registered() { P scontrol -o show node "$1" 2>/dev/null | grep -q "^NodeName=$1 "; }
+# shellcheck disable=SC2317  # invoked indirectly (check, wait_for)
 not_registered() { ! registered "$1"; }
+# shellcheck disable=SC2317  # called only by functions that check and wait_for invoke
 node_reason() { P scontrol show node "$1" 2>/dev/null | sed -n 's/^ *Reason=\(.*\) \[.*/\1/p'; }
 print_sinfo() { P sinfo -N -o '%N %6t %10T %E' | sed 's/^/    | /'; }
+# shellcheck disable=SC2317  # invoked indirectly (check, wait_for)
 slurmctld_up() { P scontrol ping | grep -q 'is UP'; }
 # Both workers registered and responding (no '*' after the state) in one of STATES.
+# shellcheck disable=SC2317  # invoked indirectly (check, wait_for)
 workers_are() {   # workers_are REGEX
     local n s
     for n in w1 w2; do
@@ -186,8 +194,11 @@ workers_are() {   # workers_are REGEX
     done
 }
 job_field() { P scontrol -o show job "$1" 2>/dev/null | tr ' ' '\n' | sed -n "s/^$2=//p" | head -1; }
+# shellcheck disable=SC2317  # called only by functions that check and wait_for invoke
 job_state() { P squeue -h -j "$1" -o '%T' 2>/dev/null; }
+# shellcheck disable=SC2317  # invoked indirectly (check, wait_for)
 job_state_is() { [ "$(job_state "$1")" = "$2" ]; }
+# shellcheck disable=SC2317  # invoked indirectly (check, wait_for)
 in_sacct() { P sacct -n -X -j "$1" -o JobID 2>/dev/null | grep -qw "$1"; }
 # The node a running job is on, and the PID of its `sleep` there (proof it was not restarted).
 sleep_pid_on() { bl_exec "$1" pgrep -x -f "sleep $2" | head -1; }
@@ -198,7 +209,9 @@ setup() {
     local t0
     step "setup: rootfs, ood package layers, bridge, OneGate simulator, shared NFS directory"
     find_product || return 1
-    t0=$(_bl_now); bl_rootfs || return 1
+    t0=$(_bl_now)
+    # shellcheck disable=SC2119  # no --fresh: reuse a cached rootfs
+    bl_rootfs || return 1
     timing "rootfs ($BL_ROOTFS_RESULT)" "$(_bl_dt "$t0" "$(_bl_now)")"
     build_layers ood || return 1
     bl_bridge_up || return
@@ -406,7 +419,9 @@ phase3_replace() {
     print_sinfo
 }
 
+# shellcheck disable=SC2317  # invoked indirectly (check, wait_for)
 exports_name() { bl_exec sto grep -qF "$1(" /etc/exports.d/one-hpc.exports; }
+# shellcheck disable=SC2317  # invoked indirectly (check, wait_for)
 reconciled_away() {
     not_registered "$1" ||
         { [ "$(node_reason "$1")" = "removed from OneFlow service" ] && node_state "$1" | grep -q 'drain\|drng'; }
@@ -442,31 +457,15 @@ scenario() {
 
 scenario; rc=$?
 [ "$rc" = 0 ] || { echo "  FAIL  scenario stopped early (status $rc, see above)"; FAIL=$((FAIL + 1)); }
-step "clean-up"
-if [ "$FAIL" != 0 ]; then   # the journals go with the clones: keep them for the post-mortem
+# No job may hold a poweroff; then workers first (their self-drain reaches the portal).
+# shellcheck disable=SC2317  # called by lab_end
+poweroff_workers() {
+    local f n
+    if bl_running "$PORTAL"; then P scancel --user=alice >/dev/null 2>&1; fi
     for f in "$BOOTLAB_DIR"/run/*.pid; do
         [ -e "$f" ] || continue
         n=$(basename "$f" .pid)
-        bl_journal "$n" -o short-monotonic > "$BOOTLAB_DIR/logs/$n.journal" 2>&1
+        case $n in w*) bl_poweroff "$n" 60 >/dev/null || true;; esac
     done
-fi
-# No job may hold a poweroff; then workers first (their self-drain reaches the portal).
-if bl_running "$PORTAL"; then P scancel --user=alice >/dev/null 2>&1; fi
-for f in "$BOOTLAB_DIR"/run/*.pid; do
-    [ -e "$f" ] || continue
-    n=$(basename "$f" .pid)
-    case $n in w*) bl_poweroff "$n" 60 >/dev/null || true;; esac
-done
-sim_stop
-bl_cleanup
-left=$(bl_leftovers)
-check "clean-up left nothing (mounts, cgroups, bridge)" eq "$left" ""
-timing "total" "$(_bl_dt "$T_START" "$(_bl_now)")"
-print_timings; TIMINGS=()
-echo "== $PASS passed, $FAIL failed"
-if [ "$FAIL" = 0 ]; then
-    [ "$OWN_LAB_DIR" = yes ] && rm -rf "$BOOTLAB_DIR"
-    exit 0
-fi
-echo "logs: $BOOTLAB_DIR/logs"
-exit 1
+}
+lab_end poweroff_workers

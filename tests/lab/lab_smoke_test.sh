@@ -27,8 +27,6 @@
 #                      below ctest's TIMEOUT, which kills without clean-up)
 #   LAB_CONTEXT        extra context variables for the appliance VM, one VAR=value per line
 
-# bl_cleanup and bl_rootfs take optional flags (--purge, --fresh) that the test never passes.
-# shellcheck disable=SC2119
 set -uo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -65,6 +63,7 @@ final_cleanup_checks() {
 rootfs() {
     local t0
     t0=$(_bl_now)
+    # shellcheck disable=SC2119  # no --fresh: reuse a cached rootfs
     bl_rootfs || return 1
     timing "rootfs ($BL_ROOTFS_RESULT)" "$(_bl_dt "$t0" "$(_bl_now)")"
 }
@@ -110,6 +109,7 @@ scenario_appliance() {
     echo "=== scenario appliance: install-appliance.sh layer, one VM with a context"
     find_product || return 1
     rootfs || return 1
+    # shellcheck disable=SC2119  # no argument: the slurm layer set
     build_layers || return 1
     bl_bridge_up || return   # 2: the host cannot give us the lab network (skip)
     start_sim || return 1
