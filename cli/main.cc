@@ -1,14 +1,13 @@
 // one-hpc: the command line. Each command is a thin wrapper over roles/ and context/.
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
 #include "common/log.h"
@@ -60,9 +59,10 @@ int Main(int argc, char** argv) {
     for (int i = 1; i < argc; ++i) hook_args.push_back(argv[i]);
   }
 
-  CLI::App app{"one-hpc: turns an OpenNebula VM into a member of an HPC service "
-               "(OneSlurm, Open OnDemand)",
-               "one-hpc"};
+  CLI::App app{
+      "one-hpc: turns an OpenNebula VM into a member of an HPC service "
+      "(OneSlurm, Open OnDemand)",
+      "one-hpc"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Help for every command");
 
@@ -109,28 +109,31 @@ int Main(int argc, char** argv) {
 
   auto* version = app.add_subcommand("version", "Print the version");
 
-  auto* reconcile = app.add_subcommand(
-      "reconcile", "Slurm controller: remove nodes whose worker VM left the OneFlow service "
-                   "(oneslurm-reconcile.service)");
+  auto* reconcile =
+      app.add_subcommand("reconcile",
+                         "Slurm controller: remove nodes whose worker VM left the OneFlow service "
+                         "(oneslurm-reconcile.service)");
   add_common(reconcile, false);
 
-  auto* self_drain = app.add_subcommand(
-      "self-drain", "Slurm worker: take this node out of Slurm at shutdown "
-                    "(ExecStop of oneslurm-self-drain.service)");
+  auto* self_drain = app.add_subcommand("self-drain",
+                                        "Slurm worker: take this node out of Slurm at shutdown "
+                                        "(ExecStop of oneslurm-self-drain.service)");
   add_common(self_drain, false);
 
-  auto* follow = app.add_subcommand(
-      "follow", "Open OnDemand worker: one pass following the portal (a replaced portal's "
-                "address, the users it publishes); one-hpc-follow-portal.service");
+  auto* follow =
+      app.add_subcommand("follow",
+                         "Open OnDemand worker: one pass following the portal (a replaced portal's "
+                         "address, the users it publishes); one-hpc-follow-portal.service");
   add_common(follow, true);
 
   std::string home_user;
   std::string home_user_option;
   std::string home_base = "/home";
   std::string home_skel = "/etc/skel";
-  auto* home_create = app.add_subcommand(
-      "home-create", "Open OnDemand portal: create USER's home from the skeleton at first "
-                     "login, never following a link (run as root by the PUN pre-start hook)");
+  auto* home_create =
+      app.add_subcommand("home-create",
+                         "Open OnDemand portal: create USER's home from the skeleton at first "
+                         "login, never following a link (run as root by the PUN pre-start hook)");
   home_create->add_option("user", home_user, "The user");
   home_create->add_option("--user", home_user_option,
                           "The user (the form Open OnDemand's pun_pre_hook_root_cmd passes)");
@@ -147,18 +150,22 @@ int Main(int argc, char** argv) {
     cmd->add_option("--database", accounting.database, "Database")->capture_default_str();
     cmd->add_option("--socket", accounting.socket, "MariaDB unix socket (default: the client's)");
     cmd->add_option("--keep", accounting.keep, "Newest complete dumps kept")
-        ->capture_default_str()->check(CLI::Range(1, 10000));
+        ->capture_default_str()
+        ->check(CLI::Range(1, 10000));
   };
-  auto* accounting_dump = app.add_subcommand(
-      "accounting-dump", "Open OnDemand portal: dump the Slurm accounting database to the "
+  auto* accounting_dump =
+      app.add_subcommand("accounting-dump",
+                         "Open OnDemand portal: dump the Slurm accounting database to the "
                          "export (consistent, completion checked, atomic, bounded retention)");
   add_accounting(accounting_dump);
-  auto* accounting_restore = app.add_subcommand(
-      "accounting-restore", "Open OnDemand portal: if the accounting database is empty, load "
-                            "the newest complete dump");
+  auto* accounting_restore =
+      app.add_subcommand("accounting-restore",
+                         "Open OnDemand portal: if the accounting database is empty, load "
+                         "the newest complete dump");
   add_accounting(accounting_restore);
-  auto* storage_refresh = app.add_subcommand(
-      "storage-refresh", "Open OnDemand storage: rewrite the NFS exports when the portal's "
+  auto* storage_refresh =
+      app.add_subcommand("storage-refresh",
+                         "Open OnDemand storage: rewrite the NFS exports when the portal's "
                          "address changed (one-hpc-exports-refresh.service)");
   add_common(storage_refresh, true);
 

@@ -1,4 +1,4 @@
-// Commands of the Open OnDemand portal (issue #5), kept apart from commands.cc.
+// Commands of the Open OnDemand portal: home-create, accounting-dump, accounting-restore.
 #include <unistd.h>
 
 #include "cli/commands.h"
@@ -10,8 +10,7 @@
 
 namespace onehpc {
 
-int CmdHomeCreate(const std::string& user, const std::string& home_base,
-                  const std::string& skel) {
+int CmdHomeCreate(const std::string& user, const std::string& home_base, const std::string& skel) {
   if (::geteuid() != 0) {
     log::Error("home-create must run as root (it creates a home owned by another user)");
     return kExitFailed;
@@ -44,8 +43,8 @@ ood::AccountingOptions ToAccountingOptions(const AccountingCliOptions& cli) {
 
 int CmdAccountingDump(const AccountingCliOptions& cli) {
   RealProcessRunner runner;
-  auto dumped = ood::DumpAccounting(ToAccountingOptions(cli), runner,
-                                    std::chrono::system_clock::now());
+  auto dumped =
+      ood::DumpAccounting(ToAccountingOptions(cli), runner, std::chrono::system_clock::now());
   if (!dumped) {
     log::Error("{}", dumped.error().message);
     return ExitCodeFor(dumped.error().kind);

@@ -1,9 +1,9 @@
 #include "common/base64.h"
 
+#include <fmt/format.h>
+
 #include <cstdint>
 #include <vector>
-
-#include <fmt/format.h>
 
 namespace onehpc {
 namespace {
@@ -19,7 +19,9 @@ int Digit(char c) {
   return -1;
 }
 
-bool IsSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
+bool IsSpace(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
 
 }  // namespace
 

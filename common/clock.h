@@ -24,7 +24,6 @@ class RealClock : public Clock {
   void SleepFor(Duration d) override;
 };
 
-
 /// The process-wide real clock.
 Clock& SystemClock();
 

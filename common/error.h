@@ -3,21 +3,20 @@
 #define ONEHPC_COMMON_ERROR_H_
 
 #include <string>
-#include <utility>
-
 #include <tl/expected.hpp>
+#include <utility>
 
 namespace onehpc {
 
 /// What kind of failure an Error is; decides exit codes and retry behaviour.
 enum class ErrorKind {
-  kInternal,     ///< a bug or an unexpected system failure
-  kInvalidInput, ///< bad context variable, malformed file, bad argument
-  kNotFound,     ///< a file, variable, device or remote object does not exist
-  kIo,           ///< reading or writing a local resource failed
-  kProcess,      ///< a child process failed, timed out or could not start
-  kNetwork,      ///< a remote service failed or could not be reached
-  kUnsafe,       ///< refusing to act because it could destroy data
+  kInternal,      ///< a bug or an unexpected system failure
+  kInvalidInput,  ///< bad context variable, malformed file, bad argument
+  kNotFound,      ///< a file, variable, device or remote object does not exist
+  kIo,            ///< reading or writing a local resource failed
+  kProcess,       ///< a child process failed, timed out or could not start
+  kNetwork,       ///< a remote service failed or could not be reached
+  kUnsafe,        ///< refusing to act because it could destroy data
 };
 
 /// A failure: a kind and a human-readable message (never containing secrets).
@@ -39,9 +38,7 @@ using Status = tl::expected<void, Error>;
 inline tl::unexpected<Error> Fail(ErrorKind kind, std::string message) {
   return tl::unexpected<Error>(Error{kind, std::move(message)});
 }
-inline tl::unexpected<Error> Fail(Error error) {
-  return tl::unexpected<Error>(std::move(error));
-}
+inline tl::unexpected<Error> Fail(Error error) { return tl::unexpected<Error>(std::move(error)); }
 
 /// The success value of a Status.
 inline Status Ok() { return {}; }

@@ -1,11 +1,11 @@
 #include "common/log.h"
 
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <mutex>
-
-#include <spdlog/sinks/stdout_sinks.h>
-#include <spdlog/spdlog.h>
 
 namespace onehpc::log {
 namespace {
@@ -36,10 +36,14 @@ std::shared_ptr<spdlog::logger> MakeLogger(const Options& options) {
 
 spdlog::level::level_enum ToSpd(Level level) {
   switch (level) {
-    case Level::kDebug: return spdlog::level::debug;
-    case Level::kInfo: return spdlog::level::info;
-    case Level::kWarn: return spdlog::level::warn;
-    case Level::kError: return spdlog::level::err;
+    case Level::kDebug:
+      return spdlog::level::debug;
+    case Level::kInfo:
+      return spdlog::level::info;
+    case Level::kWarn:
+      return spdlog::level::warn;
+    case Level::kError:
+      return spdlog::level::err;
   }
   return spdlog::level::info;
 }
@@ -47,10 +51,14 @@ spdlog::level::level_enum ToSpd(Level level) {
 // sd-daemon(3) priority prefixes.
 const char* JournalPrefix(Level level) {
   switch (level) {
-    case Level::kDebug: return "<7>";
-    case Level::kInfo: return "<6>";
-    case Level::kWarn: return "<4>";
-    case Level::kError: return "<3>";
+    case Level::kDebug:
+      return "<7>";
+    case Level::kInfo:
+      return "<6>";
+    case Level::kWarn:
+      return "<4>";
+    case Level::kError:
+      return "<3>";
   }
   return "<6>";
 }
@@ -191,11 +199,9 @@ std::string QuoteArgv(const std::vector<std::string>& argv) {
   std::string out;
   for (const auto& arg : argv) {
     if (!out.empty()) out += ' ';
-    bool plain = !arg.empty() &&
-                 std::all_of(arg.begin(), arg.end(), [](unsigned char c) {
-                   return std::isalnum(c) || std::string_view("-_./=:,@%+").find(c) !=
-                                                 std::string_view::npos;
-                 });
+    bool plain = !arg.empty() && std::all_of(arg.begin(), arg.end(), [](unsigned char c) {
+      return std::isalnum(c) || std::string_view("-_./=:,@%+").find(c) != std::string_view::npos;
+    });
     if (plain) {
       out += arg;
     } else {

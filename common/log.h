@@ -3,12 +3,12 @@
 #ifndef ONEHPC_COMMON_LOG_H_
 #define ONEHPC_COMMON_LOG_H_
 
+#include <fmt/format.h>
+
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "common/error.h"
 

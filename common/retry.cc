@@ -11,7 +11,8 @@ Backoff::Backoff(const RetryPolicy& policy, std::uint64_t seed)
 
 Duration Backoff::Next() {
   double base = std::min(base_ms_, static_cast<double>(policy_.max_delay.count()));
-  base_ms_ = std::min(base_ms_ * policy_.multiplier, static_cast<double>(policy_.max_delay.count()));
+  base_ms_ =
+      std::min(base_ms_ * policy_.multiplier, static_cast<double>(policy_.max_delay.count()));
   double factor = 1.0;
   if (policy_.jitter > 0) {
     std::uniform_real_distribution<double> dist(1.0 - policy_.jitter, 1.0 + policy_.jitter);

@@ -79,16 +79,16 @@ Result<T> Retry(const RetryPolicy& policy, Clock& clock, const std::string& what
     if (result) return result;
     if (!retryable(result.error())) return result;
     if (policy.max_attempts > 0 && n >= policy.max_attempts) {
-      return Fail(result.error().WithContext(what + ": gave up after " + std::to_string(n) +
-                                             " attempts"));
+      return Fail(
+          result.error().WithContext(what + ": gave up after " + std::to_string(n) + " attempts"));
     }
     Duration delay = backoff.Next();
     if (policy.deadline.count() > 0) {
       auto elapsed = std::chrono::duration_cast<Duration>(clock.Now() - start);
       if (elapsed + delay >= policy.deadline) {
-        return Fail(result.error().WithContext(
-            what + ": gave up at the deadline of " + std::to_string(policy.deadline.count()) +
-            " ms after " + std::to_string(n) + " attempts"));
+        return Fail(result.error().WithContext(what + ": gave up at the deadline of " +
+                                               std::to_string(policy.deadline.count()) +
+                                               " ms after " + std::to_string(n) + " attempts"));
       }
     }
     LogRetry(what, n, result.error(), delay);

@@ -1,6 +1,7 @@
 #include "context/context_file.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <array>
@@ -8,8 +9,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <utility>
-
-#include <fmt/format.h>
 
 #include "common/log.h"
 
@@ -150,8 +149,7 @@ class ContextParser {
     if (Peek() != '=') {
       if (AtEnd() || Peek() == '\n' || Peek() == '\r' || IsBlank(Peek())) {
         return FailureHere(fmt::format(
-            "'{}' is not an assignment (expected NAME='value', a comment or a blank line)",
-            *name));
+            "'{}' is not an assignment (expected NAME='value', a comment or a blank line)", *name));
       }
       return FailureHere(fmt::format("unexpected {} after the name {} (expected '=')",
                                      DescribeChar(Peek()), *name));
@@ -159,9 +157,15 @@ class ContextParser {
     ++pos_;  // '='
     Result<std::string> value;
     switch (Peek()) {
-      case '\'': value = ParseSingleQuoted(*name); break;
-      case '"': value = ParseDoubleQuoted(*name); break;
-      default: value = ParseBare(*name); break;
+      case '\'':
+        value = ParseSingleQuoted(*name);
+        break;
+      case '"':
+        value = ParseDoubleQuoted(*name);
+        break;
+      default:
+        value = ParseBare(*name);
+        break;
     }
     if (!value) return Fail(value.error());
     if (auto end = ExpectEndOfLine(*name); !end) return Fail(end.error());
@@ -173,14 +177,14 @@ class ContextParser {
     while (!AtEnd() && IsNameChar(Peek())) ++pos_;
     std::string name(text_.substr(start, pos_ - start));
     if (name.empty()) {
-      return FailureHere(fmt::format(
-          "unexpected {} (expected NAME='value', a comment or a blank line)",
-          DescribeChar(Peek())));
+      return FailureHere(
+          fmt::format("unexpected {} (expected NAME='value', a comment or a blank line)",
+                      DescribeChar(Peek())));
     }
     if (IsDigit(name[0])) {
       pos_ = start;
-      return FailureHere(fmt::format(
-          "invalid variable name '{}': names must match [A-Za-z_][A-Za-z0-9_]*", name));
+      return FailureHere(
+          fmt::format("invalid variable name '{}': names must match [A-Za-z_][A-Za-z0-9_]*", name));
     }
     return name;
   }
@@ -193,8 +197,9 @@ class ContextParser {
     while (true) {
       size_t close = text_.find('\'', pos_);
       if (close == std::string_view::npos) {
-        return Failure(start_line, fmt::format(
-            "the single-quoted value of {} is never closed (missing ')", name));
+        return Failure(
+            start_line,
+            fmt::format("the single-quoted value of {} is never closed (missing ')", name));
       }
       Take(close, value);
       pos_ = close + 1;
@@ -214,8 +219,9 @@ class ContextParser {
     std::string value;
     while (true) {
       if (AtEnd()) {
-        return Failure(start_line, fmt::format(
-            "the double-quoted value of {} is never closed (missing \")", name));
+        return Failure(
+            start_line,
+            fmt::format("the double-quoted value of {} is never closed (missing \")", name));
       }
       char c = Peek();
       if (c == '"') {
@@ -237,14 +243,16 @@ class ContextParser {
         continue;
       }
       if (c == '$') {
-        return FailureHere(fmt::format(
-            "the double-quoted value of {} contains '$', which bash would expand; "
-            "write it as \\$ or use single quotes", name));
+        return FailureHere(
+            fmt::format("the double-quoted value of {} contains '$', which bash would expand; "
+                        "write it as \\$ or use single quotes",
+                        name));
       }
       if (c == '`') {
-        return FailureHere(fmt::format(
-            "the double-quoted value of {} contains a backtick (command substitution); "
-            "use single quotes", name));
+        return FailureHere(
+            fmt::format("the double-quoted value of {} contains a backtick (command substitution); "
+                        "use single quotes",
+                        name));
       }
       if (c == '\n') {
         value.push_back(c);
@@ -265,16 +273,27 @@ class ContextParser {
       if (!IsBareChar(c)) {
         std::string why;
         switch (c) {
-          case '$': why = "which bash would expand"; break;
-          case '`': why = "which bash would run as a command"; break;
+          case '$':
+            why = "which bash would expand";
+            break;
+          case '`':
+            why = "which bash would run as a command";
+            break;
           case '\'':
-          case '"': why = "(a quote must enclose the whole value)"; break;
-          case '~': why = "which bash would expand to a home directory"; break;
-          default: why = "which is not allowed in an unquoted value"; break;
+          case '"':
+            why = "(a quote must enclose the whole value)";
+            break;
+          case '~':
+            why = "which bash would expand to a home directory";
+            break;
+          default:
+            why = "which is not allowed in an unquoted value";
+            break;
         }
-        return FailureHere(fmt::format("the unquoted value of {} contains {}, {}; "
-                                       "quote the value with single quotes",
-                                       name, DescribeChar(c), why));
+        return FailureHere(
+            fmt::format("the unquoted value of {} contains {}, {}; "
+                        "quote the value with single quotes",
+                        name, DescribeChar(c), why));
       }
       value.push_back(c);
       ++pos_;
@@ -302,10 +321,10 @@ class ContextParser {
       if (!AtEnd()) NewLine();
       return Ok();
     }
-    return FailureHere(fmt::format(
-        "unexpected {} after the value of {} (expected the end of the line; one "
-        "NAME='value' per line, nothing after the closing quote)",
-        DescribeChar(c), name));
+    return FailureHere(
+        fmt::format("unexpected {} after the value of {} (expected the end of the line; one "
+                    "NAME='value' per line, nothing after the closing quote)",
+                    DescribeChar(c), name));
   }
 
   std::string_view text_;
@@ -385,16 +404,51 @@ bool LooksLikeContextVariable(const std::string& name) {
   for (char c : name) {
     if (!((c >= 'A' && c <= 'Z') || IsDigit(c) || c == '_')) return false;
   }
-  static const char* const kNotContext[] = {
-      "PATH", "HOME", "PWD", "OLDPWD", "SHLVL", "LANG", "LANGUAGE", "TERM", "USER",
-      "LOGNAME", "SHELL", "MAIL", "TMPDIR", "INVOCATION_ID", "JOURNAL_STREAM",
-      "SYSTEMD_EXEC_PID", "NOTIFY_SOCKET", "MANAGERPID", "LISTEN_PID", "LISTEN_FDS",
-      "LISTEN_FDNAMES", "WATCHDOG_PID", "WATCHDOG_USEC", "MOUNT_DIR", "RUNTIME_DIR",
-      "CONTEXT_FILE", "CREDENTIALS_DIRECTORY", "RUNTIME_DIRECTORY", "STATE_DIRECTORY",
-      "CACHE_DIRECTORY", "LOGS_DIRECTORY", "CONFIGURATION_DIRECTORY", "SERVICE_RESULT",
-      "EXIT_CODE", "EXIT_STATUS", "DBUS_SESSION_BUS_ADDRESS", "SSH_AUTH_SOCK",
-      "SSH_CONNECTION", "SSH_CLIENT", "SSH_TTY", "DEBIAN_FRONTEND", "SUDO_USER",
-      "SUDO_UID", "SUDO_GID", "SUDO_COMMAND"};
+  static const char* const kNotContext[] = {"PATH",
+                                            "HOME",
+                                            "PWD",
+                                            "OLDPWD",
+                                            "SHLVL",
+                                            "LANG",
+                                            "LANGUAGE",
+                                            "TERM",
+                                            "USER",
+                                            "LOGNAME",
+                                            "SHELL",
+                                            "MAIL",
+                                            "TMPDIR",
+                                            "INVOCATION_ID",
+                                            "JOURNAL_STREAM",
+                                            "SYSTEMD_EXEC_PID",
+                                            "NOTIFY_SOCKET",
+                                            "MANAGERPID",
+                                            "LISTEN_PID",
+                                            "LISTEN_FDS",
+                                            "LISTEN_FDNAMES",
+                                            "WATCHDOG_PID",
+                                            "WATCHDOG_USEC",
+                                            "MOUNT_DIR",
+                                            "RUNTIME_DIR",
+                                            "CONTEXT_FILE",
+                                            "CREDENTIALS_DIRECTORY",
+                                            "RUNTIME_DIRECTORY",
+                                            "STATE_DIRECTORY",
+                                            "CACHE_DIRECTORY",
+                                            "LOGS_DIRECTORY",
+                                            "CONFIGURATION_DIRECTORY",
+                                            "SERVICE_RESULT",
+                                            "EXIT_CODE",
+                                            "EXIT_STATUS",
+                                            "DBUS_SESSION_BUS_ADDRESS",
+                                            "SSH_AUTH_SOCK",
+                                            "SSH_CONNECTION",
+                                            "SSH_CLIENT",
+                                            "SSH_TTY",
+                                            "DEBIAN_FRONTEND",
+                                            "SUDO_USER",
+                                            "SUDO_UID",
+                                            "SUDO_GID",
+                                            "SUDO_COMMAND"};
   for (const char* other : kNotContext) {
     if (name == other) return false;
   }
@@ -453,9 +507,7 @@ Result<LoadedContext> LoadFile(const std::string& path, ContextSource source) {
 
 }  // namespace
 
-Result<ContextVars> ParseContextFile(std::string_view text) {
-  return ContextParser(text).Parse();
-}
+Result<ContextVars> ParseContextFile(std::string_view text) { return ContextParser(text).Parse(); }
 
 std::optional<std::string> ReadTokenFromOneEnv(std::string_view one_env_text) {
   // Only the first TOKENTXT line counts: loc-16-gen-env writes it first; a later line would
@@ -463,8 +515,8 @@ std::optional<std::string> ReadTokenFromOneEnv(std::string_view one_env_text) {
   size_t pos = 0;
   while (pos < one_env_text.size()) {
     size_t nl = one_env_text.find('\n', pos);
-    std::string_view line = one_env_text.substr(
-        pos, nl == std::string_view::npos ? std::string_view::npos : nl - pos);
+    std::string_view line =
+        one_env_text.substr(pos, nl == std::string_view::npos ? std::string_view::npos : nl - pos);
     pos = nl == std::string_view::npos ? one_env_text.size() : nl + 1;
 
     size_t i = line.find_first_not_of(" \t");
@@ -553,11 +605,16 @@ Result<LoadedContext> LoadContext(const ContextLoadOptions& options) {
 
 const char* ToString(ContextSource source) {
   switch (source) {
-    case ContextSource::kFile: return "file";
-    case ContextSource::kSavedNetworkContext: return "saved network context";
-    case ContextSource::kEnvironment: return "one-contextd environment";
-    case ContextSource::kContextDirectory: return "context directory";
-    case ContextSource::kCdrom: return "context CD-ROM";
+    case ContextSource::kFile:
+      return "file";
+    case ContextSource::kSavedNetworkContext:
+      return "saved network context";
+    case ContextSource::kEnvironment:
+      return "one-contextd environment";
+    case ContextSource::kContextDirectory:
+      return "context directory";
+    case ContextSource::kCdrom:
+      return "context CD-ROM";
   }
   return "unknown";
 }

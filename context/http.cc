@@ -134,8 +134,7 @@ Result<HttpResponse> CurlTransport::Send(const HttpRequest& request) {
     if (request.method != "POST") set(h.Set(CURLOPT_CUSTOMREQUEST, request.method.c_str()));
   }
   if (setup != CURLE_OK) {
-    return Fail(ErrorKind::kInternal,
-                what + ": setting up curl: " + curl_easy_strerror(setup));
+    return Fail(ErrorKind::kInternal, what + ": setting up curl: " + curl_easy_strerror(setup));
   }
 
   const CURLcode rc = curl_easy_perform(h.get());
@@ -149,9 +148,9 @@ Result<HttpResponse> CurlTransport::Send(const HttpRequest& request) {
       case CURLE_WRITE_ERROR:
       case CURLE_FILESIZE_EXCEEDED:
         if (sink.overflow || rc == CURLE_FILESIZE_EXCEEDED) {
-          return Fail(ErrorKind::kNetwork,
-                      what + ": response larger than " +
-                          std::to_string(request.max_response_bytes) + " bytes");
+          return Fail(ErrorKind::kNetwork, what + ": response larger than " +
+                                               std::to_string(request.max_response_bytes) +
+                                               " bytes");
         }
         return Fail(ErrorKind::kNetwork, what + ": " + detail);
       case CURLE_URL_MALFORMAT:
@@ -178,8 +177,8 @@ std::string FormEncode(std::string_view text) {
   std::string out;
   out.reserve(text.size() * 3);
   for (unsigned char c : text) {
-    if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-        c == '-' || c == '.' || c == '_' || c == '*') {
+    if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
+        c == '.' || c == '_' || c == '*') {
       out += static_cast<char>(c);
     } else if (c == ' ') {
       out += '+';
@@ -197,8 +196,8 @@ std::string PathEncode(std::string_view text) {
   std::string out;
   out.reserve(text.size() * 3);
   for (unsigned char c : text) {
-    if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-        c == '-' || c == '.' || c == '_' || c == '~') {
+    if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
+        c == '.' || c == '_' || c == '~') {
       out += static_cast<char>(c);
     } else {
       out += '%';

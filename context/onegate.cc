@@ -1,13 +1,13 @@
 #include "context/onegate.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <climits>
 #include <cmath>
 #include <cstdint>
-
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "common/log.h"
@@ -32,7 +32,7 @@ bool ContainsNoCase(std::string_view haystack, std::string_view needle) {
 /// A 500 that will not change on retry: oned refused the data or the action.
 bool IsDeterministic500(std::string_view body) {
   static constexpr std::string_view kMarkers[] = {
-      "attribute not found", "syntax error",       "parse error",
+      "attribute not found", "syntax error",         "parse error",
       "error parsing",       "action not available", "not available for this resource",
   };
   return std::any_of(std::begin(kMarkers), std::end(kMarkers),
@@ -74,8 +74,8 @@ std::string Printable(std::string_view text, std::size_t max) {
 }
 
 bool LooksSecret(std::string_view key) {
-  static constexpr std::string_view kWords[] = {"PASSWORD", "PASS", "TOKEN", "SECRET", "KEY",
-                                                "CREDENTIAL"};
+  static constexpr std::string_view kWords[] = {"PASSWORD", "PASS", "TOKEN",
+                                                "SECRET",   "KEY",  "CREDENTIAL"};
   return std::any_of(std::begin(kWords), std::end(kWords),
                      [&](std::string_view w) { return key.find(w) != std::string_view::npos; });
 }
@@ -143,13 +143,20 @@ std::string OneGateValueProblem(std::string_view value) {
   if (value.empty()) return "is empty (erase the attribute instead)";
   for (char c : value) {
     switch (c) {
-      case ',': return "contains ','";
-      case '"': return "contains '\"'";
-      case '\\': return "contains '\\'";
-      case '[': return "contains '['";
-      case ']': return "contains ']'";
-      case '\n': return "contains a newline";
-      default: break;
+      case ',':
+        return "contains ','";
+      case '"':
+        return "contains '\"'";
+      case '\\':
+        return "contains '\\'";
+      case '[':
+        return "contains '['";
+      case ']':
+        return "contains ']'";
+      case '\n':
+        return "contains a newline";
+      default:
+        break;
     }
     unsigned char u = static_cast<unsigned char>(c);
     if (u < 0x20 || u == 0x7f) return "contains a control character";
@@ -174,8 +181,7 @@ OneGateClient::OneGateClient(OneGateConfig config, HttpTransport& http, Clock& c
 }
 
 Result<HttpResponse> OneGateClient::Call(const std::string& method, const std::string& path,
-                                         const std::string& body,
-                                         const std::string& content_type) {
+                                         const std::string& body, const std::string& content_type) {
   return Call(method, path, body, content_type, nullptr);
 }
 
@@ -189,8 +195,7 @@ Result<HttpResponse> OneGateClient::Call(const std::string& method, const std::s
 //   or parse errors, action not available);
 // - every other status (3xx: redirects are not followed; 4xx) → fail at once.
 Result<HttpResponse> OneGateClient::Call(const std::string& method, const std::string& path,
-                                         const std::string& body,
-                                         const std::string& content_type,
+                                         const std::string& body, const std::string& content_type,
                                          const BodyCheck& check) {
   const std::string what = method + " " + path;
   last_failure_ = {};
@@ -235,8 +240,7 @@ Result<HttpResponse> OneGateClient::Call(const std::string& method, const std::s
           ++malformed;
           last_failure_ = {status, ""};  // the body is not kept: it may carry secrets
           retry = malformed <= config_.malformed_retries;
-          return Fail(checked.error().kind, "malformed response (HTTP " +
-                                                std::to_string(status) +
+          return Fail(checked.error().kind, "malformed response (HTTP " + std::to_string(status) +
                                                 "): " + checked.error().message);
         }
       }
@@ -323,8 +327,7 @@ Status OneGateClient::Update(const std::string& path,
   return Ok();
 }
 
-Status OneGateClient::UpdateVm(
-    const std::vector<std::pair<std::string, std::string>>& attributes) {
+Status OneGateClient::UpdateVm(const std::vector<std::pair<std::string, std::string>>& attributes) {
   return Update("/vm", attributes);
 }
 

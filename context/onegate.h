@@ -27,8 +27,8 @@ struct OneGateConfig {
   std::string token;     ///< secret
   Duration connect_timeout{3000};
   Duration request_timeout{10000};
-  RetryPolicy retry;     ///< applied to connection errors, timeouts, 5xx (but the
-                         ///< deterministic 500s) and 429; never to other 4xx
+  RetryPolicy retry;  ///< applied to connection errors, timeouts, 5xx (but the
+                      ///< deterministic 500s) and 429; never to other 4xx
   /// 401 may come from oned being unreachable just after boot: a call retries 401 (within
   /// `retry`) at most this many attempts in total and only within `unauthorized_window` of
   /// its first attempt; after that 401 is fatal.
@@ -60,7 +60,8 @@ class OneGateClient {
   /// , " \ [ ] or a newline (or another control character): base64 such values and name
   /// them *_BASE64.
   Status UpdateVm(const std::vector<std::pair<std::string, std::string>>& attributes);
-  Status UpdateVmById(int vm_id, const std::vector<std::pair<std::string, std::string>>& attributes);
+  Status UpdateVmById(int vm_id,
+                      const std::vector<std::pair<std::string, std::string>>& attributes);
   /// PUT /vm type=2; "500 attribute not found" counts as success.
   Status EraseVmAttribute(const std::string& key);
   Result<ServiceInfo> GetService(bool extended);

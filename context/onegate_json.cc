@@ -1,13 +1,13 @@
 #include "context/onegate_json.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <climits>
 #include <cmath>
 #include <cstdint>
-
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 namespace onehpc {
@@ -196,9 +196,8 @@ Result<json> ParseJsonText(std::string_view text) {
   try {
     return json::parse(text.begin(), text.end());
   } catch (const json::parse_error& e) {
-    return Fail(ErrorKind::kInvalidInput,
-                "malformed JSON at byte " + std::to_string(e.byte) + " of " +
-                    std::to_string(text.size()));
+    return Fail(ErrorKind::kInvalidInput, "malformed JSON at byte " + std::to_string(e.byte) +
+                                              " of " + std::to_string(text.size()));
   } catch (const std::exception& e) {
     return Fail(ErrorKind::kInvalidInput, "malformed JSON");
   }
@@ -246,8 +245,8 @@ Result<ServiceRole> ParseRole(const json& role, const std::string& where) {
   out.state = *state;
   const json* nodes = Member(role, "nodes");
   if (nodes && !nodes->is_array() && !nodes->is_object() && !nodes->is_null()) {
-    return Fail(ErrorKind::kInvalidInput, where + ".nodes: expected an array, got a JSON " +
-                                              std::string(nodes->type_name()));
+    return Fail(ErrorKind::kInvalidInput,
+                where + ".nodes: expected an array, got a JSON " + std::string(nodes->type_name()));
   }
   std::size_t i = 0;
   for (const json* node : Elements(nodes)) {

@@ -16,10 +16,10 @@ namespace onehpc {
 // ---- Views over the JSON (tolerant: strings for numbers, {} for empty, NIC object or array)
 
 struct VmNic {
-  std::string nic_id;   ///< NIC_ID (extended) or derived from NAME "NIC<n>"
-  std::string name;     ///< NAME, e.g. "NIC0" (may be empty in extended output)
-  std::string ip;       ///< IP, empty when none
-  std::string ip6;      ///< IP6_GLOBAL, else IP6
+  std::string nic_id;  ///< NIC_ID (extended) or derived from NAME "NIC<n>"
+  std::string name;    ///< NAME, e.g. "NIC0" (may be empty in extended output)
+  std::string ip;      ///< IP, empty when none
+  std::string ip6;     ///< IP6_GLOBAL, else IP6
   std::string mac;
   std::string network;  ///< NETWORK name
   std::string network_id;
@@ -44,9 +44,9 @@ struct VmInfo {
 };
 
 struct ServiceNode {
-  int vm_id = -1;                ///< deploy_id
-  std::string vm_name;           ///< vm_info.VM.NAME when present
-  std::optional<VmInfo> vm;      ///< full VM (extended output only)
+  int vm_id = -1;            ///< deploy_id
+  std::string vm_name;       ///< vm_info.VM.NAME when present
+  std::optional<VmInfo> vm;  ///< full VM (extended output only)
 };
 
 struct ServiceRole {

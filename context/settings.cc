@@ -1,13 +1,13 @@
 #include "context/settings.h"
 
+#include <fmt/format.h>
+
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <regex>
 #include <set>
 #include <utility>
-
-#include <fmt/format.h>
 
 #include "common/base64.h"
 #include "common/log.h"
@@ -190,8 +190,7 @@ Result<Normalised> Normalise(const SettingSpec& spec, std::string_view raw,
         if (!digit && !(i == 0 && text[i] == '-' && !plus)) digits_only = false;
       }
       std::string bounds = DescribeIntBounds(spec);
-      std::string expected =
-          bounds.empty() ? "a decimal integer" : "a decimal integer " + bounds;
+      std::string expected = bounds.empty() ? "a decimal integer" : "a decimal integer " + bounds;
       if (!digits_only) return reason("not a whole number; expected " + expected);
       auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
       if (ec == std::errc::result_out_of_range) {
@@ -218,9 +217,10 @@ Result<Normalised> Normalise(const SettingSpec& spec, std::string_view raw,
     case SettingType::kText64: {
       auto decoded = Base64DecodeLenient(raw);
       if (!decoded) {
-        return reason(fmt::format("not valid base64 ({}); expected the base64 encoding of "
-                                  "the text (e.g. the output of base64 -w0)",
-                                  decoded.error().message));
+        return reason(
+            fmt::format("not valid base64 ({}); expected the base64 encoding of "
+                        "the text (e.g. the output of base64 -w0)",
+                        decoded.error().message));
       }
       std::vector<std::string> secrets;
       if (secret) secrets.push_back(*decoded);
@@ -290,8 +290,7 @@ std::optional<std::string> DecodeBase64(std::string_view text) {
   return std::move(*decoded);
 }
 
-Result<Settings> Settings::Resolve(const std::vector<SettingSpec>& specs,
-                                   const ContextVars& vars) {
+Result<Settings> Settings::Resolve(const std::vector<SettingSpec>& specs, const ContextVars& vars) {
   Settings settings;
   settings.specs_ = specs;
   std::vector<std::string> problems;
@@ -307,8 +306,8 @@ Result<Settings> Settings::Resolve(const std::vector<SettingSpec>& specs,
       try {
         pattern.emplace(spec.pattern, std::regex::ECMAScript);
       } catch (const std::regex_error& e) {
-        return Fail(ErrorKind::kInternal, fmt::format("setting {} has an invalid pattern: {}",
-                                                      spec.name, e.what()));
+        return Fail(ErrorKind::kInternal,
+                    fmt::format("setting {} has an invalid pattern: {}", spec.name, e.what()));
       }
     }
     if (spec.type == SettingType::kEnum && spec.choices.empty()) {
@@ -328,9 +327,9 @@ Result<Settings> Settings::Resolve(const std::vector<SettingSpec>& specs,
     if (!TrimView(raw).empty()) {
       auto normalised = Normalise(spec, raw, pattern);
       if (!normalised) {
-        problems.push_back(fmt::format(
-            "{}={}: {}{}", spec.name, secret ? "<secret, not shown>" : Show(raw),
-            normalised.error().message, DefaultHint(spec)));
+        problems.push_back(fmt::format("{}={}: {}{}", spec.name,
+                                       secret ? "<secret, not shown>" : Show(raw),
+                                       normalised.error().message, DefaultHint(spec)));
         continue;
       }
       for (auto& derived : normalised->secrets) log::AddSecret(std::move(derived));
@@ -348,10 +347,9 @@ Result<Settings> Settings::Resolve(const std::vector<SettingSpec>& specs,
       value.text = std::move(normalised->text);
       value.present = true;
     } else if (spec.required) {
-      problems.push_back(fmt::format("{} is required but {}: {}", spec.name,
-                                     vars.count(spec.name) ? "empty" : "not set",
-                                     spec.description.empty() ? "give it a value"
-                                                              : spec.description));
+      problems.push_back(fmt::format(
+          "{} is required but {}: {}", spec.name, vars.count(spec.name) ? "empty" : "not set",
+          spec.description.empty() ? "give it a value" : spec.description));
       continue;
     }
     settings.values_.emplace(spec.name, std::move(value));
@@ -381,8 +379,7 @@ const Settings::Value& Settings::Find(const std::string& name,
     }
     return it->second;
   }
-  ProgrammingError(fmt::format("setting {} was read with {} but is not declared", name,
-                               accessor));
+  ProgrammingError(fmt::format("setting {} was read with {} but is not declared", name, accessor));
 }
 
 bool Settings::GetBool(const std::string& name) const {
@@ -434,8 +431,12 @@ nlohmann::json Settings::ToJson(bool show_secrets) const {
       shown = kMask;
     } else {
       switch (spec.type) {
-        case SettingType::kBool: shown = value.text == "YES"; break;
-        case SettingType::kInt: shown = GetInt(spec.name); break;
+        case SettingType::kBool:
+          shown = value.text == "YES";
+          break;
+        case SettingType::kInt:
+          shown = GetInt(spec.name);
+          break;
         case SettingType::kList: {
           shown = nlohmann::json::array();
           for (const auto& item : SplitList(value.text)) shown.push_back(LossyUtf8(item));
@@ -446,7 +447,9 @@ nlohmann::json Settings::ToJson(bool show_secrets) const {
                       ? value.text
                       : fmt::format("<binary data, {} bytes>", value.text.size());
           break;
-        default: shown = LossyUtf8(value.text); break;
+        default:
+          shown = LossyUtf8(value.text);
+          break;
       }
     }
     out[spec.name] = {{"value", shown},
@@ -485,13 +488,20 @@ std::string SettingsMarkdownTable(const std::vector<SettingSpec>& specs) {
 
 const char* ToString(SettingType type) {
   switch (type) {
-    case SettingType::kBool: return "bool";
-    case SettingType::kInt: return "int";
-    case SettingType::kString: return "string";
-    case SettingType::kPassword: return "password";
-    case SettingType::kText64: return "text64";
-    case SettingType::kEnum: return "enum";
-    case SettingType::kList: return "list";
+    case SettingType::kBool:
+      return "bool";
+    case SettingType::kInt:
+      return "int";
+    case SettingType::kString:
+      return "string";
+    case SettingType::kPassword:
+      return "password";
+    case SettingType::kText64:
+      return "text64";
+    case SettingType::kEnum:
+      return "enum";
+    case SettingType::kList:
+      return "list";
   }
   return "unknown";
 }

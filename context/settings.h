@@ -5,12 +5,11 @@
 #include <cstdint>
 #include <initializer_list>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "common/error.h"
 #include "context/context_file.h"
@@ -31,15 +30,15 @@ enum class SettingType {
 struct SettingSpec {
   std::string name;
   SettingType type = SettingType::kString;
-  std::string default_value;  ///< used when the variable is absent or empty; "" = none
-  std::string description;    ///< one sentence for the README and the templates
+  std::string default_value;       ///< used when the variable is absent or empty; "" = none
+  std::string description;         ///< one sentence for the README and the templates
   std::vector<std::string> roles;  ///< roles that read it ("controller", "worker", ...)
   std::int64_t min = INT64_MIN;    ///< kInt bounds
   std::int64_t max = INT64_MAX;
   std::vector<std::string> choices;  ///< kEnum values
   std::string pattern;               ///< kString / kList item regex; "" = any single line
-  std::string expected;  ///< what a valid value looks like, for error messages (optional)
-  bool secret = false;   ///< kPassword and kText64 secrets: never printed or logged
+  std::string expected;   ///< what a valid value looks like, for error messages (optional)
+  bool secret = false;    ///< kPassword and kText64 secrets: never printed or logged
   bool required = false;  ///< absent or empty (with no default) is an error
 };
 
@@ -59,7 +58,8 @@ std::optional<std::string> DecodeBase64(std::string_view text);
 /// kString / kPassword values are kept as given but must be one line; kList items are
 /// split on commas and whitespace, empty items dropped; a `pattern` must match the whole
 /// value (kString, kPassword) or each whole item (kList); kText64 is decoded with
-/// DecodeBase64 (padding optional, strict otherwise). A setting with neither a value nor a default reads as false / 0 / "" /
+/// DecodeBase64 (padding optional, strict otherwise). A setting with neither a value nor a default
+/// reads as false / 0 / "" /
 /// {} (IsSet() tells). Asking for an undeclared name or with the wrong type is a
 /// programming error: the process prints the reason and aborts.
 class Settings {

@@ -4,6 +4,7 @@
 
 #include "common/log.h"
 #include "roles/dispatcher.h"
+#include "roles/names.h"
 
 namespace onehpc {
 namespace {
@@ -18,7 +19,8 @@ void WriteStatus(SystemAdapters& sys, const ConfigureRequest& request,
       {"error", outcome.error},
   };
   Status written = sys.files.WriteAtomic(kStatusFile, status.dump(2) + "\n", 0644);
-  if (!written) log::Warn("could not record the result in {}: {}", kStatusFile, written.error().message);
+  if (!written)
+    log::Warn("could not record the result in {}: {}", kStatusFile, written.error().message);
 }
 
 // The role module and its validated settings, as configure and follow both need them.
@@ -29,10 +31,10 @@ struct ResolvedRole {
   Settings settings;
   std::string source;  ///< where the role name came from
 };
-Result<ResolvedRole> ResolveRole(const ContextVars& vars, OneGateClient* onegate,
-                                 const std::function<std::unique_ptr<Role>(const std::string&)>&
-                                     make_role,
-                                 std::string* chosen) {
+Result<ResolvedRole> ResolveRole(
+    const ContextVars& vars, OneGateClient* onegate,
+    const std::function<std::unique_ptr<Role>(const std::string&)>& make_role,
+    std::string* chosen) {
   auto choice = ChooseRole(vars, onegate);
   if (!choice) return Fail(choice.error());
   if (chosen != nullptr) *chosen = choice->name;
@@ -68,14 +70,30 @@ std::string OneGateSafeMessage(const std::string& message) {
   // registered secret (munge key, passwords), whatever a future error text contains.
   for (char c : log::Redact(message)) {
     switch (c) {
-      case ',': out += ';'; break;
-      case '"': out += '\''; break;
-      case '\\': out += '/'; break;
-      case '[': out += '('; break;
-      case ']': out += ')'; break;
-      case '\n': out += " | "; break;
-      case '\r': case '\t': out += ' '; break;
-      default: out += c;
+      case ',':
+        out += ';';
+        break;
+      case '"':
+        out += '\'';
+        break;
+      case '\\':
+        out += '/';
+        break;
+      case '[':
+        out += '(';
+        break;
+      case ']':
+        out += ')';
+        break;
+      case '\n':
+        out += " | ";
+        break;
+      case '\r':
+      case '\t':
+        out += ' ';
+        break;
+      default:
+        out += c;
     }
   }
   const size_t kMax = 240;
@@ -122,25 +140,25 @@ ConfigureOutcome RunConfigure(const ConfigureRequest& request, SystemAdapters& s
   // READY is never cleared by OpenNebula; a READY left from the previous boot would tell
   // OneFlow and peers that this VM is ready while it is still being configured.
   if (!dry_run && onegate) {
-    Status erased = onegate->EraseVmAttribute("READY");
+    Status erased = onegate->EraseVmAttribute(kAttrReady);
     if (!erased) log::Warn("could not erase a stale READY: {}", erased.error().message);
   }
 
-  auto resolved = ResolveRole(request.context.vars, onegate.get(), request.make_role,
-                              &outcome.role);
+  auto resolved =
+      ResolveRole(request.context.vars, onegate.get(), request.make_role, &outcome.role);
   if (!resolved) return fail(resolved.error());
   std::unique_ptr<Role>& role = resolved->role;
   log::Info("role: {} (service {}, from {})", role->Name(), role->Service(), resolved->source);
   Settings* settings = &resolved->settings;
 
   std::vector<std::pair<std::string, std::string>> publish;
-  RoleEnv env = RoleEnv::From(request.context, *settings, onegate.get(), sys, outcome.plan,
-                              &publish);
+  RoleEnv env =
+      RoleEnv::From(request.context, *settings, onegate.get(), sys, outcome.plan, &publish);
   Status configured = role->Configure(env);
   if (!configured) return fail(configured.error());
 
   const bool report_ready = settings->GetBool("REPORT_READY");
-  if (report_ready) publish.emplace_back("READY", "YES");
+  if (report_ready) publish.emplace_back(kAttrReady, "YES");
   if (onegate) {
     // ERROR first, so that READY=YES and a stale ERROR are never seen together.
     Status erased = outcome.plan.Do("erase ERROR through OneGate", "the configure succeeded",

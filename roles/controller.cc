@@ -38,9 +38,7 @@ class ControllerRole : public Role {
 
 }  // namespace
 
-std::vector<SettingSpec> ControllerSettings() {
-  return {MaxNodesSetting(slurm::kControllerRole)};
-}
+std::vector<SettingSpec> ControllerSettings() { return {MaxNodesSetting(slurm::kControllerRole)}; }
 
 Result<std::string> ControllerHostname(const ContextVars& vars) {
   auto it = vars.find("SET_HOSTNAME");

@@ -56,9 +56,8 @@ std::vector<SettingSpec> CommonSettings() {
   SettingSpec role;
   role.name = "ONEAPP_ROLE";
   role.type = SettingType::kString;
-  role.description =
-      "Role of this VM (" + Join(all_roles, ", ") +
-      "); empty means the OneFlow role name (ROLE_NAME) of the VM.";
+  role.description = "Role of this VM (" + Join(all_roles, ", ") +
+                     "); empty means the OneFlow role name (ROLE_NAME) of the VM.";
   role.roles = all_roles;
   role.pattern = "[a-z][a-z0-9-]*";
   role.expected = "a role name such as controller or worker";
@@ -96,8 +95,8 @@ std::vector<SettingSpec> AllSettings() {
         continue;
       }
       SettingSpec& existing = merged[it->second];
-      std::vector<std::string> add = spec.roles.empty() ? std::vector<std::string>{role->Name()}
-                                                        : spec.roles;
+      std::vector<std::string> add =
+          spec.roles.empty() ? std::vector<std::string>{role->Name()} : spec.roles;
       for (const auto& r : add) {
         if (std::find(existing.roles.begin(), existing.roles.end(), r) == existing.roles.end()) {
           existing.roles.push_back(r);
@@ -142,15 +141,16 @@ Result<RoleChoice> ChooseRole(const ContextVars& vars, OneGateClient* onegate) {
   } else {
     return Fail(ErrorKind::kInvalidInput,
                 "ONEAPP_ROLE is empty and OneGate is not available to read the OneFlow role "
-                "name; set ONEAPP_ROLE to one of: " + Join(KnownRoleNames(), ", "));
+                "name; set ONEAPP_ROLE to one of: " +
+                    Join(KnownRoleNames(), ", "));
   }
   return choice;
 }
 
 Error UnknownRoleError(const RoleChoice& choice) {
   return Error{ErrorKind::kInvalidInput, "unknown role '" + choice.name + "' (from " +
-                                             choice.source + "); known roles: " +
-                                             Join(KnownRoleNames(), ", ")};
+                                             choice.source +
+                                             "); known roles: " + Join(KnownRoleNames(), ", ")};
 }
 
 }  // namespace onehpc

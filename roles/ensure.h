@@ -19,8 +19,7 @@ struct RoleEnv;
 /// Writes `content` to `path` unless the file already has exactly this content, mode and
 /// owner. Returns whether it changed (or, in a plan, would change) the file.
 Result<bool> EnsureFile(RoleEnv& env, const std::string& path, const std::string& content,
-                        mode_t mode, const std::optional<FileOwner>& owner,
-                        const std::string& why);
+                        mode_t mode, const std::optional<FileOwner>& owner, const std::string& why);
 
 /// Creates the directory `path` (`mode`, `owner`) unless it exists; an existing one, its
 /// mode and its content are kept.

@@ -4,6 +4,14 @@
 #ifndef ONEHPC_ROLES_NAMES_H_
 #define ONEHPC_ROLES_NAMES_H_
 
+namespace onehpc {
+
+/// Every VM: YES after a successful configure (with what the role publishes, in the same
+/// update), when REPORT_READY=YES.
+inline constexpr char kAttrReady[] = "READY";
+
+}  // namespace onehpc
+
 namespace onehpc::slurm {
 
 // ---- OneGate attributes (USER_TEMPLATE of the publishing VM)
@@ -16,8 +24,7 @@ inline constexpr char kAttrControllerHost[] = "SLURM_CONTROLLER_HOST";
 inline constexpr char kAttrMungeKey[] = "SLURM_MUNGE_KEY_BASE64";
 /// Worker → reconciler: the Slurm node name of this VM, published before slurmd starts.
 inline constexpr char kAttrNodeName[] = "SLURM_NODENAME";
-/// Set to YES by the controller (with the attributes above, in the same update).
-inline constexpr char kAttrReady[] = "READY";
+using ::onehpc::kAttrReady;
 
 // ---- OneFlow roles
 

@@ -1,12 +1,12 @@
 #include "roles/ood_worker.h"
 
 #include "common/log.h"
+#include "roles/ensure.h"
+#include "roles/names.h"
 #include "roles/nfs/client_mounts.h"
 #include "roles/ood/accounts.h"
 #include "roles/ood/settings.h"
 #include "roles/ood/users.h"
-#include "roles/names.h"
-#include "roles/ensure.h"
 #include "roles/slurm/join.h"
 
 namespace onehpc {
@@ -51,12 +51,12 @@ class OodWorkerRole : public Role {
     if (auto s = Join(env, *name, /*once=*/false); !s) return s;
 
     if (auto s = EnsureUnitEnabled(env, ood::kFollowPortalTimer, "timers.target",
-                                          "follows a replaced portal and the users it publishes");
+                                   "follows a replaced portal and the users it publishes");
         !s) {
       return s;
     }
     return EnsureUnitRunning(env, ood::kFollowPortalTimer, false, "",
-                                    "runs one-hpc follow every 30 s");
+                             "runs one-hpc follow every 30 s");
   }
 
   Status Follow(RoleEnv& env) override {
@@ -77,13 +77,13 @@ class OodWorkerRole : public Role {
       auto it = portal.published.find(ood::kAttrUserTable);
       if (it == portal.published.end() || it->second.empty()) {
         // Never read as "no user": that would disable every account on this worker.
-        return Fail(ErrorKind::kNotFound,
-                    "portal VM " + std::to_string(portal.vm_id) + " publishes no " +
-                        ood::kAttrUserTable + " (a portal of an older one-hpc?)");
+        return Fail(ErrorKind::kNotFound, "portal VM " + std::to_string(portal.vm_id) +
+                                              " publishes no " + ood::kAttrUserTable +
+                                              " (a portal of an older one-hpc?)");
       }
-      auto users = it->second == ood::kNoUsers ? Result<std::vector<ood::LocalUser>>(
-                                                     std::vector<ood::LocalUser>{})
-                                               : ood::ParseUserTable(it->second);
+      auto users = it->second == ood::kNoUsers
+                       ? Result<std::vector<ood::LocalUser>>(std::vector<ood::LocalUser>{})
+                       : ood::ParseUserTable(it->second);
       if (!users) {
         return Fail(users.error().WithContext("the users published by portal VM " +
                                               std::to_string(portal.vm_id)));

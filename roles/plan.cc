@@ -42,10 +42,18 @@ std::string Plan::Render() const {
     ++n;
     const char* verb = "";
     switch (a.outcome) {
-      case PlannedAction::Outcome::kPlanned: verb = ""; break;
-      case PlannedAction::Outcome::kDone: verb = " [done]"; break;
-      case PlannedAction::Outcome::kFailed: verb = " [FAILED]"; break;
-      case PlannedAction::Outcome::kKept: verb = " [keep]"; break;
+      case PlannedAction::Outcome::kPlanned:
+        verb = "";
+        break;
+      case PlannedAction::Outcome::kDone:
+        verb = " [done]";
+        break;
+      case PlannedAction::Outcome::kFailed:
+        verb = " [FAILED]";
+        break;
+      case PlannedAction::Outcome::kKept:
+        verb = " [keep]";
+        break;
     }
     out += std::to_string(n) + ". " + a.what + verb + "\n";
     out += "   because: " + a.why + "\n";

@@ -3,19 +3,19 @@
 #include <algorithm>
 
 #include "common/log.h"
-#include "roles/slurm/controller_setup.h"
+#include "roles/ensure.h"
+#include "roles/host/address.h"
+#include "roles/host/hostname.h"
+#include "roles/names.h"
 #include "roles/nfs/client_mounts.h"
 #include "roles/ood/accounting.h"
 #include "roles/ood/accounts.h"
 #include "roles/ood/ood_yaml.h"
 #include "roles/ood/settings.h"
 #include "roles/ood/users.h"
-#include "roles/host/address.h"
-#include "roles/host/hostname.h"
+#include "roles/slurm/controller_setup.h"
 #include "roles/slurm/munge.h"
-#include "roles/names.h"
 #include "roles/slurm/slurm_conf.h"
-#include "roles/ensure.h"
 
 namespace onehpc {
 namespace {
@@ -23,7 +23,9 @@ namespace {
 constexpr Duration kMountTimeout{180000};
 constexpr Duration kRootWriteDeadline{180000};
 
-std::string StatePath(const std::string& rel) { return std::string(ood::kPortalStateDir) + "/" + rel; }
+std::string StatePath(const std::string& rel) {
+  return std::string(ood::kPortalStateDir) + "/" + rel;
+}
 
 class PortalRole : public Role {
  public:
@@ -115,15 +117,13 @@ class PortalRole : public Role {
   // The Slurm state, the homes and the software tree over NFS; root must be able to write
   // the first two.
   static Status MountSharedFileSystems(RoleEnv& env, const Inputs& in) {
-    nfs::NfsMount state{in.nfs_host,
-                        ood::kSlurmExport,
-                        ood::kPortalStateDir,
-                        "the Slurm state, the munge key and the accounting dumps",
-                        ood::kNfsHost,
-                        "slurmctld's state and the munge key are written as root"};
-    nfs::NfsMount homes{in.home.server,   in.home.export_path,
-                        ood::kHomesDir,   "the users' homes",
-                        in.home.setting,  "the portal creates each home as root at first login"};
+    nfs::NfsMount state{
+        in.nfs_host,          ood::kSlurmExport,
+        ood::kPortalStateDir, "the Slurm state, the munge key and the accounting dumps",
+        ood::kNfsHost,        "slurmctld's state and the munge key are written as root"};
+    nfs::NfsMount homes{in.home.server,  in.home.export_path,
+                        ood::kHomesDir,  "the users' homes",
+                        in.home.setting, "the portal creates each home as root at first login"};
     nfs::NfsMount software{in.nfs_host, ood::kSoftwareExport, ood::kSoftwareDir,
                            "the software tree", ood::kNfsHost};
     for (const auto* m : {&state, &homes, &software}) {
@@ -175,7 +175,6 @@ class PortalRole : public Role {
 };
 
 }  // namespace
-
 
 std::unique_ptr<Role> MakePortalRole() { return std::make_unique<PortalRole>(); }
 

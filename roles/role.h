@@ -12,15 +12,15 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "context/context_file.h"
+#include "context/http.h"
 #include "context/onegate.h"
 #include "context/settings.h"
+#include "roles/ensure.h"
 #include "roles/os/block_devices.h"
 #include "roles/os/files.h"
 #include "roles/os/mounts.h"
 #include "roles/os/process.h"
 #include "roles/os/systemd.h"
-#include "context/http.h"
-#include "roles/ensure.h"
 #include "roles/plan.h"
 
 namespace onehpc {

@@ -1,15 +1,15 @@
 #include "roles/storage.h"
 
-#include <algorithm>
-
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
+
 #include "common/log.h"
 #include "roles/disk/home_mount.h"
+#include "roles/ensure.h"
 #include "roles/host/container.h"
 #include "roles/nfs/exports.h"
-#include "roles/ensure.h"
 #include "roles/squid/cvmfs_proxy.h"
 
 namespace onehpc {
@@ -57,67 +57,30 @@ class StorageRole : public Role {
         !s) {
       return s;
     }
-    bool home_on_disk = false;
     const bool container = host::InContainer(env.files);
-    if (external_home) {
-      env.plan.Keep("home disk", std::string(kHomeNfsEnabled) +
-                                     "=YES: the homes live on the site's NFS server; no disk "
-                                     "is looked at and /export/home is not exported");
-    } else {
-      if (auto s = EnsureDir(env, ood::kHomeExport, "the users' home directories"); !s) return s;
-      if (container) {
-        // A container sees the host's block devices: never probe, format or mount them.
-        log::Warn("storage: in a container ({}): no block device is looked at (they are the "
-                  "host's); the homes stay in {} on the root filesystem",
-                  host::kContainerMarker, ood::kHomeExport);
-        env.plan.Keep(std::string("homes in ") + ood::kHomeExport + " on the root filesystem",
-                      "in a container the block devices in view are the host's");
-      } else {
-        disk::HomeMountOptions mount_options{options_.exclusive, options_.find_label,
-                                             options_.candidates, options_.sys_class_block};
-        auto on_disk = disk::EnsureHomeDisk(env, mount_options);
-        if (!on_disk) return Fail(on_disk.error());
-        home_on_disk = *on_disk;
-      }
-    }
+    auto home_on_disk = EnsureHomes(env, external_home, container);
+    if (!home_on_disk) return Fail(home_on_disk.error());
 
     // Exports: the portal's compute address from OneGate; on failure the last good list.
     nfs::ExportsConfig config;
     config.compute_net = *net;
     config.export_home = !external_home;
-    config.home_on_disk = home_on_disk;
+    config.home_on_disk = *home_on_disk;
     config.portal_ips = nfs::PortalIpsOrLastGood(env.files, env.onegate, *net);
 
     // Order matters on a first boot: the exports exist before nfs-server starts (its
     // ExecStartPre runs exportfs -r); later runs re-export only when the file changed.
-    bool live = options_.exportfs_under_root || env.files.root().empty() ||
-                env.files.root() == "/";
+    bool live = options_.exportfs_under_root || env.files.root().empty() || env.files.root() == "/";
     auto changed = nfs::EnsureExports(env.plan, env.files, env.runner, config, false, live);
     if (!changed) return Fail(changed.error());
-    if (container) {
-      log::Warn("storage: {} is neither enabled nor started: {}", kNfsServer,
-                nfs::kContainerTransport);
-      env.plan.Keep(kNfsServer, std::string("not enabled or started: ") +
-                                    nfs::kContainerTransport);
-    } else {
-      if (auto s = EnsureUnitEnabled(env, kNfsServer, "multi-user.target",
-                                            "the NFS server must come back after a reboot");
-          !s) {
-        return s;
-      }
-      if (auto s = EnsureUnitRunning(env, kNfsServer, false, "",
-                                            "serves the homes, the Slurm state and the software");
-          !s) {
-        return s;
-      }
-    }
+    if (auto s = EnsureNfsServer(env, container); !s) return s;
     if (auto s = EnsureUnitEnabled(env, ood::kExportsRefreshTimer, "timers.target",
-                                          "keeps the portal's address in the exports current");
+                                   "keeps the portal's address in the exports current");
         !s) {
       return s;
     }
     if (auto s = EnsureUnitRunning(env, ood::kExportsRefreshTimer, false, "",
-                                          "re-reads the service document every 20 s");
+                                   "re-reads the service document every 20 s");
         !s) {
       return s;
     }
@@ -126,6 +89,56 @@ class StorageRole : public Role {
   }
 
  private:
+  // Where the homes live: the site's server (nothing looked at), the root filesystem (in a
+  // container), or the ood-home disk. Returns whether they are on a mounted data disk.
+  Result<bool> EnsureHomes(RoleEnv& env, bool external_home, bool container) {
+    if (external_home) {
+      env.plan.Keep("home disk", std::string(kHomeNfsEnabled) +
+                                     "=YES: the homes live on the site's NFS server; no disk "
+                                     "is looked at and /export/home is not exported");
+    } else {
+      if (auto s = EnsureDir(env, ood::kHomeExport, "the users' home directories"); !s) {
+        return Fail(s.error());
+      }
+      if (container) {
+        // A container sees the host's block devices: never probe, format or mount them.
+        log::Warn(
+            "storage: in a container ({}): no block device is looked at (they are the "
+            "host's); the homes stay in {} on the root filesystem",
+            host::kContainerMarker, ood::kHomeExport);
+        env.plan.Keep(std::string("homes in ") + ood::kHomeExport + " on the root filesystem",
+                      "in a container the block devices in view are the host's");
+      } else {
+        disk::HomeMountOptions mount_options{options_.exclusive, options_.find_label,
+                                             options_.candidates, options_.sys_class_block};
+        auto on_disk = disk::EnsureHomeDisk(env, mount_options);
+        if (!on_disk) return Fail(on_disk.error());
+        return *on_disk;
+      }
+    }
+    return false;
+  }
+
+  Status EnsureNfsServer(RoleEnv& env, bool container) {
+    if (container) {
+      log::Warn("storage: {} is neither enabled nor started: {}", kNfsServer,
+                nfs::kContainerTransport);
+      env.plan.Keep(kNfsServer, std::string("not enabled or started: ") + nfs::kContainerTransport);
+    } else {
+      if (auto s = EnsureUnitEnabled(env, kNfsServer, "multi-user.target",
+                                     "the NFS server must come back after a reboot");
+          !s) {
+        return s;
+      }
+      if (auto s = EnsureUnitRunning(env, kNfsServer, false, "",
+                                     "serves the homes, the Slurm state and the software");
+          !s) {
+        return s;
+      }
+    }
+    return Ok();
+  }
+
   StorageOptions options_;
 };
 

@@ -17,7 +17,6 @@
 
 namespace onehpc {
 
-
 /// What tests replace; the defaults are the real machine.
 struct StorageOptions {
   disk::ExclusiveCheck exclusive = disk::OpenExclusive;

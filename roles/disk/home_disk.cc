@@ -2,6 +2,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,9 +12,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-
-#include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include "common/log.h"
 
@@ -61,8 +60,9 @@ Status OpenExclusive(const std::string& device) {
   int error = errno;
   if (error == EBUSY) {
     return Fail(ErrorKind::kUnsafe,
-                device + " is in use (exclusive open failed: mounted, active swap, "
-                         "device-mapper/LVM/RAID member or held by another program)");
+                device +
+                    " is in use (exclusive open failed: mounted, active swap, "
+                    "device-mapper/LVM/RAID member or held by another program)");
   }
   return Fail(ErrorKind::kIo, "cannot open " + device + " exclusively: " + strerror(error));
 }
@@ -114,9 +114,12 @@ std::string RootDisk(Mounts& mounts, const std::string& sys_class_block) {
 
 const char* ToString(HomeSource source) {
   switch (source) {
-    case HomeSource::kRootDisk: return "root disk";
-    case HomeSource::kReuseLabelled: return "reuse labelled filesystem";
-    case HomeSource::kFormatBlank: return "format blank disk";
+    case HomeSource::kRootDisk:
+      return "root disk";
+    case HomeSource::kReuseLabelled:
+      return "reuse labelled filesystem";
+    case HomeSource::kFormatBlank:
+      return "format blank disk";
   }
   return "?";
 }
@@ -137,9 +140,9 @@ Result<HomeDiskDecision> DecideHomeDisk(const HomeDiskInputs& inputs, BlockDevic
     auto probe = devices.Probe(device);
     if (!probe) return Fail(probe.error());
     if (probe->ambivalent || probe->fs_type.empty() || probe->label != inputs.label) {
-      return Fail(ErrorKind::kUnsafe,
-                  device + " was found by the label '" + inputs.label +
-                      "' but a fresh probe shows: " + Describe(*probe) + "; refusing to use it");
+      return Fail(ErrorKind::kUnsafe, device + " was found by the label '" + inputs.label +
+                                          "' but a fresh probe shows: " + Describe(*probe) +
+                                          "; refusing to use it");
     }
     auto where = mounts.FindBySource(device);
     if (!where) return Fail(where.error());
@@ -158,7 +161,8 @@ Result<HomeDiskDecision> DecideHomeDisk(const HomeDiskInputs& inputs, BlockDevic
     decision.why = device + " holds the " + probe->fs_type + " filesystem labelled '" +
                    inputs.label + "' (uuid " + probe->uuid + "): mounted as it is, never formatted";
     for (const auto& c : inputs.candidates) {
-      if (c != device) decision.findings.push_back({c, "not looked at (the label was found)", false});
+      if (c != device)
+        decision.findings.push_back({c, "not looked at (the label was found)", false});
     }
     return decision;
   }
@@ -207,13 +211,13 @@ Result<HomeDiskDecision> DecideHomeDisk(const HomeDiskInputs& inputs, BlockDevic
   }
 
   if (!problems.empty()) {
-    return Fail(ErrorKind::kUnsafe,
-                fmt::format("no filesystem labelled '{}' was found, and {} not blank, so it is "
-                            "not formatted: {}. Nothing was written. Attach a blank disk, or "
-                            "label the home filesystem '{}', or detach the other disk",
-                            inputs.label,
-                            problems.size() == 1 ? "a data disk is" : "data disks are",
-                            fmt::join(problems, "; "), inputs.label));
+    return Fail(
+        ErrorKind::kUnsafe,
+        fmt::format("no filesystem labelled '{}' was found, and {} not blank, so it is "
+                    "not formatted: {}. Nothing was written. Attach a blank disk, or "
+                    "label the home filesystem '{}', or detach the other disk",
+                    inputs.label, problems.size() == 1 ? "a data disk is" : "data disks are",
+                    fmt::join(problems, "; "), inputs.label));
   }
   if (blank.empty()) {
     decision.source = HomeSource::kRootDisk;
@@ -225,12 +229,14 @@ Result<HomeDiskDecision> DecideHomeDisk(const HomeDiskInputs& inputs, BlockDevic
   decision.source = HomeSource::kFormatBlank;
   decision.device = blank.front();
   decision.fs_type = "ext4";
-  decision.why = blank.front() + " is blank (no signature, no partition table, zeros at both "
-                                 "ends, not mounted, not held)";
+  decision.why = blank.front() +
+                 " is blank (no signature, no partition table, zeros at both "
+                 "ends, not mounted, not held)";
   if (blank.size() > 1) {
-    decision.why += fmt::format("; {} blank disks ({}): the first by name is chosen, the others "
-                                "are left untouched",
-                                blank.size(), fmt::join(blank, ", "));
+    decision.why += fmt::format(
+        "; {} blank disks ({}): the first by name is chosen, the others "
+        "are left untouched",
+        blank.size(), fmt::join(blank, ", "));
   }
   return decision;
 }
@@ -245,14 +251,14 @@ Result<std::string> FormatBlankDisk(const HomeDiskDecision& decision, const std:
   auto probe = tools.devices.Probe(device);
   if (!probe) return Fail(probe.error());
   if (!probe->blank()) {
-    return Fail(ErrorKind::kUnsafe, device + " is no longer blank (" + Describe(*probe) +
-                                        "); not formatting it");
+    return Fail(ErrorKind::kUnsafe,
+                device + " is no longer blank (" + Describe(*probe) + "); not formatting it");
   }
   auto where = tools.mounts.FindBySource(device);
   if (!where) return Fail(where.error());
   if (!where->empty()) {
-    return Fail(ErrorKind::kUnsafe, device + " is mounted on " + Mounted(*where) +
-                                        "; not formatting it");
+    return Fail(ErrorKind::kUnsafe,
+                device + " is mounted on " + Mounted(*where) + "; not formatting it");
   }
   if (auto s = tools.exclusive(device); !s) return Fail(s.error());
 
@@ -300,9 +306,9 @@ Result<bool> EnsureMounted(const std::string& device, const std::string& fs_type
   if (!current) return Fail(current.error());
   if (current->has_value()) {
     if (Canonical((*current)->source) == Canonical(device)) return false;
-    return Fail(ErrorKind::kUnsafe, host_mount_point + " already has " + (*current)->source +
-                                        " (" + (*current)->fs_type + ") mounted on it, not " +
-                                        device + "; unmount it first");
+    return Fail(ErrorKind::kUnsafe, host_mount_point + " already has " + (*current)->source + " (" +
+                                        (*current)->fs_type + ") mounted on it, not " + device +
+                                        "; unmount it first");
   }
   auto s = mounts.Mount(MountEntry{device, host_mount_point, fs_type, "defaults,noatime"});
   if (!s) return Fail(s.error());

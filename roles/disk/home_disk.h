@@ -3,13 +3,14 @@
 // (libblkid, libmount, an O_EXCL open), never from a stamp file: a persistent disk outlives
 // the VM that formatted it.
 //
-// Decision (issue #4, ../shared/reference/disks-and-mounts.md §1):
+// Decision:
 //   1. A filesystem labelled ood-home anywhere (whole disk or partition) is reused as it is.
 //   2. Otherwise every candidate whole disk (not the root filesystem's disk, not the context
-//      CD, nor an iso9660 filesystem labelled CONTEXT attached as a disk) is classified. Any candidate that is not positively blank (signature, partition
-//      table incl. a GPT backup header, non-zero head/tail, ambivalent probe, mounted, held)
-//      stops the role with kUnsafe naming the device and its content: we never guess which
-//      of the attached disks may be formatted.
+//      CD, nor an iso9660 filesystem labelled CONTEXT attached as a disk) is classified. Any
+//      candidate that is not positively blank (signature, partition table incl. a GPT backup
+//      header, non-zero head/tail, ambivalent probe, mounted, held) stops the role with kUnsafe
+//      naming the device and its content: we never guess which of the attached disks may be
+//      formatted.
 //   3. All candidates blank: the first by device name is formatted (logged).
 //   4. No candidate: the homes stay on the root disk.
 #ifndef ONEHPC_ROLES_DISK_HOME_DISK_H_
@@ -22,10 +23,10 @@
 
 #include "common/clock.h"
 #include "common/error.h"
+#include "roles/names.h"
 #include "roles/os/block_devices.h"
 #include "roles/os/mounts.h"
 #include "roles/os/process.h"
-#include "roles/names.h"
 #include "roles/plan.h"
 
 namespace onehpc::disk {
@@ -50,9 +51,9 @@ LabelFinder FindLabelWith(BlockDevices& devices);
 std::string RootDisk(Mounts& mounts, const std::string& sys_class_block = "/sys/class/block");
 
 enum class HomeSource {
-  kRootDisk,        ///< no data disk: /export/home is a directory on the root disk
-  kReuseLabelled,   ///< an ood-home filesystem exists: mount it as it is
-  kFormatBlank,     ///< a positively blank disk: mkfs.ext4 -F -L ood-home, then mount
+  kRootDisk,       ///< no data disk: /export/home is a directory on the root disk
+  kReuseLabelled,  ///< an ood-home filesystem exists: mount it as it is
+  kFormatBlank,    ///< a positively blank disk: mkfs.ext4 -F -L ood-home, then mount
 };
 const char* ToString(HomeSource source);
 
@@ -65,11 +66,11 @@ struct DiskFinding {
 
 struct HomeDiskDecision {
   HomeSource source = HomeSource::kRootDisk;
-  std::string device;   ///< the ood-home filesystem's device or the blank disk
-  std::string fs_type;  ///< reuse: the probed type; format: "ext4"
-  std::string uuid;     ///< reuse: the probed UUID
+  std::string device;                 ///< the ood-home filesystem's device or the blank disk
+  std::string fs_type;                ///< reuse: the probed type; format: "ext4"
+  std::string uuid;                   ///< reuse: the probed UUID
   std::vector<DiskFinding> findings;  ///< every candidate, in device order
-  std::string why;      ///< one line for the plan and the log
+  std::string why;                    ///< one line for the plan and the log
 };
 
 struct HomeDiskInputs {

@@ -41,14 +41,15 @@ Status CheckPreviousHomeDisk(RoleEnv& env, const HomeDiskDecision& decision) {
   if (pos != std::string::npos) {
     what = (*unit)->substr(pos + 6, (*unit)->find('\n', pos + 6) - pos - 6);
   }
-  return Fail(ErrorKind::kUnsafe,
-              "the homes of this VM were on the ood-home filesystem " + what +
-                  " (see " + unit_path + "), which is not attached now; refusing to "
-                  "serve " + (decision.source == HomeSource::kFormatBlank
-                                  ? "a newly formatted " + decision.device
-                                  : std::string("the empty directory on the root disk")) +
-                  ". Attach the ood-home disk again, or delete " + unit_path +
-                  " to start with empty homes");
+  return Fail(ErrorKind::kUnsafe, "the homes of this VM were on the ood-home filesystem " + what +
+                                      " (see " + unit_path +
+                                      "), which is not attached now; refusing to "
+                                      "serve " +
+                                      (decision.source == HomeSource::kFormatBlank
+                                           ? "a newly formatted " + decision.device
+                                           : std::string("the empty directory on the root disk")) +
+                                      ". Attach the ood-home disk again, or delete " + unit_path +
+                                      " to start with empty homes");
 }
 
 }  // namespace
@@ -61,28 +62,24 @@ Result<bool> EnsureHomeDisk(RoleEnv& env, const HomeMountOptions& options) {
   inputs.mount_point = env.files.HostPath(ood::kHomeExport);
   LabelFinder find_label =
       options.find_label ? options.find_label : FindLabelWith(env.block_devices);
-  auto decision = DecideHomeDisk(inputs, env.block_devices, env.mounts, find_label,
-                                       options.exclusive);
+  auto decision =
+      DecideHomeDisk(inputs, env.block_devices, env.mounts, find_label, options.exclusive);
   if (!decision) return Fail(decision.error());
   for (const auto& f : decision->findings) {
     env.plan.Keep("disk " + f.device, f.content);
     log::Info("storage: disk {}: {}", f.device, f.content);
   }
-  log::Info("storage: home disk decision: {}: {}", ToString(decision->source),
-            decision->why);
+  log::Info("storage: home disk decision: {}: {}", ToString(decision->source), decision->why);
   if (auto s = CheckPreviousHomeDisk(env, *decision); !s) return Fail(s.error());
   if (decision->source == HomeSource::kRootDisk) {
-    env.plan.Keep(std::string("homes in ") + ood::kHomeExport + " on the root disk",
-                  decision->why);
+    env.plan.Keep(std::string("homes in ") + ood::kHomeExport + " on the root disk", decision->why);
     return false;
   }
 
   std::string uuid = decision->uuid;
   if (decision->source == HomeSource::kFormatBlank) {
-    HomeDiskTools tools{env.runner, env.block_devices, env.mounts, env.clock,
-                              options.exclusive};
-    auto s = env.plan.Do("format " + decision->device + " (mkfs.ext4 -F -L " +
-                             kHomeLabel + ")",
+    HomeDiskTools tools{env.runner, env.block_devices, env.mounts, env.clock, options.exclusive};
+    auto s = env.plan.Do("format " + decision->device + " (mkfs.ext4 -F -L " + kHomeLabel + ")",
                          decision->why, [&]() -> Status {
                            auto made = FormatBlankDisk(*decision, kHomeLabel, tools);
                            if (!made) return Fail(made.error());
@@ -105,14 +102,14 @@ Result<bool> EnsureHomeDisk(RoleEnv& env, const HomeMountOptions& options) {
     env.plan.Keep("mounted " + decision->device + " on " + ood::kHomeExport, "already mounted");
   } else {
     if (auto hidden = env.files.List(ood::kHomeExport); hidden && !hidden->empty()) {
-      log::Warn("storage: {} on the root disk holds {} entries ({}...); they are hidden, not "
-                "deleted, under the ood-home mount",
-                ood::kHomeExport, hidden->size(), hidden->front());
+      log::Warn(
+          "storage: {} on the root disk holds {} entries ({}...); they are hidden, not "
+          "deleted, under the ood-home mount",
+          ood::kHomeExport, hidden->size(), hidden->front());
     }
     auto s = env.plan.Do("mount " + decision->device + " on " + ood::kHomeExport,
                          "the homes live on the ood-home disk", [&]() -> Status {
-                           auto m = EnsureMounted(decision->device, fs_type, host_dir,
-                                                        env.mounts);
+                           auto m = EnsureMounted(decision->device, fs_type, host_dir, env.mounts);
                            if (!m) return Fail(m.error());
                            return Ok();
                          });
@@ -162,7 +159,7 @@ Result<bool> EnsureHomeDisk(RoleEnv& env, const HomeMountOptions& options) {
   }
   std::string mount_unit = units.mount_unit_path.substr(units.mount_unit_path.rfind('/') + 1);
   if (auto s = EnsureUnitEnabled(env, mount_unit, "local-fs.target",
-                                        "the home disk is mounted at every boot");
+                                 "the home disk is mounted at every boot");
       !s) {
     return Fail(s.error());
   }

@@ -11,8 +11,8 @@ std::optional<uint32_t> ParseIpv4(std::string_view text) {
   size_t pos = 0;
   while (parts < 4) {
     size_t end = text.find('.', pos);
-    std::string_view part = text.substr(pos, end == std::string_view::npos ? std::string_view::npos
-                                                                           : end - pos);
+    std::string_view part =
+        text.substr(pos, end == std::string_view::npos ? std::string_view::npos : end - pos);
     if (part.empty() || part.size() > 3) return std::nullopt;
     if (part.size() > 1 && part[0] == '0') return std::nullopt;
     int n = 0;
@@ -62,8 +62,8 @@ std::vector<ContextNic> ContextNics(const ContextVars& vars) {
     if (name.compare(name.size() - 3, 3, "_IP") != 0) continue;
     std::string digits = name.substr(3, name.size() - 6);
     if (digits.empty() || digits.size() > 3 ||
-        !std::all_of(digits.begin(), digits.end(), [](char c) { return std::isdigit(
-                                                                  static_cast<unsigned char>(c)); })) {
+        !std::all_of(digits.begin(), digits.end(),
+                     [](char c) { return std::isdigit(static_cast<unsigned char>(c)); })) {
       continue;
     }
     if (!ParseIpv4(value)) continue;
@@ -109,8 +109,7 @@ Result<AddressChoice> SelectWorkerAddress(const std::string& controller_addr,
     for (const auto& nic : own_nics) {
       if (nic.network == network && ParseIpv4(nic.ip)) {
         return AddressChoice{nic.ip, "NIC " + (nic.name.empty() ? nic.nic_id : nic.name) +
-                                         " on network '" + network +
-                                         "', the controller's network"};
+                                         " on network '" + network + "', the controller's network"};
       }
     }
   }
@@ -128,8 +127,7 @@ Result<AddressChoice> SelectWorkerAddress(const std::string& controller_addr,
     }
   }
   return Fail(ErrorKind::kNotFound,
-              "this VM has no address on the controller's network (controller " +
-                  controller_addr +
+              "this VM has no address on the controller's network (controller " + controller_addr +
                   (network.empty() ? std::string() : " on network '" + network + "'") +
                   "; context NICs: " + (tried.empty() ? "none" : tried) + ")");
 }

@@ -2,8 +2,8 @@
 
 #include <cctype>
 
-#include "roles/role.h"
 #include "roles/names.h"
+#include "roles/role.h"
 
 namespace onehpc::host {
 namespace {
@@ -32,8 +32,8 @@ Result<std::string> ReplaceHostsBlock(std::string_view current, const HostEntrie
   size_t pos = 0;
   while (pos < current.size()) {
     size_t nl = current.find('\n', pos);
-    std::string_view line = current.substr(pos, nl == std::string_view::npos ? std::string_view::npos
-                                                                             : nl - pos);
+    std::string_view line =
+        current.substr(pos, nl == std::string_view::npos ? std::string_view::npos : nl - pos);
     std::string full(line);
     full += '\n';  // a last line without newline gets one
     pos = nl == std::string_view::npos ? current.size() : nl + 1;
@@ -81,8 +81,9 @@ Result<std::string> ShortNameFromSetHostname(std::string_view value) {
   std::string short_name = v.substr(0, v.find('.'));
   if (!IsValidHostLabel(short_name)) {
     return Fail(ErrorKind::kInvalidInput,
-                "SET_HOSTNAME='" + v + "' is not a usable host name: expected letters, digits "
-                "and '-' (at most 63) before the first '.'");
+                "SET_HOSTNAME='" + v +
+                    "' is not a usable host name: expected letters, digits "
+                    "and '-' (at most 63) before the first '.'");
   }
   return short_name;
 }
@@ -101,8 +102,8 @@ Status EnsureHostname(RoleEnv& env, const std::string& name, const std::string& 
     env.plan.Keep("hostname " + name, "the running host name is already " + name);
     return Ok();
   }
-  return env.plan.Do("set the running host name to " + name,
-                     why + " (now '" + current + "')", [&]() -> Status {
+  return env.plan.Do("set the running host name to " + name, why + " (now '" + current + "')",
+                     [&]() -> Status {
                        Command c;
                        c.argv = {"hostname", name};
                        c.timeout = Duration(10000);

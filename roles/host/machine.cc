@@ -44,9 +44,7 @@ Result<long> MemTotalMb(const Files& files) {
   return Fail(ErrorKind::kIo, "/proc/meminfo has no usable 'MemTotal: <n> kB' line");
 }
 
-long OsMemoryReserveMb(long mem_total_mb) {
-  return std::clamp(mem_total_mb / 10, 256L, 4096L);
-}
+long OsMemoryReserveMb(long mem_total_mb) { return std::clamp(mem_total_mb / 10, 256L, 4096L); }
 
 long RealMemoryMb(long mem_total_mb) {
   return std::max(1L, mem_total_mb - OsMemoryReserveMb(mem_total_mb));

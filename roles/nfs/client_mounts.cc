@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -12,18 +13,16 @@
 #include <cctype>
 #include <cstring>
 #include <memory>
-#include <optional>
-
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "common/log.h"
 #include "common/retry.h"
 #include "roles/disk/mount_unit.h"
-#include "roles/role.h"
+#include "roles/ensure.h"
 #include "roles/host/address.h"
 #include "roles/host/hostname.h"
-#include "roles/ensure.h"
+#include "roles/role.h"
 
 namespace onehpc::nfs {
 namespace {
@@ -206,7 +205,7 @@ Status EnsureNfsMount(RoleEnv& env, const NfsMount& m, Duration mount_timeout) {
   if (!changed) return Fail(changed.error());
   if (auto s = DaemonReloadIf(env, *changed, unit + " changed"); !s) return s;
   if (auto s = EnsureUnitEnabled(env, unit, "remote-fs.target",
-                                        what + " is mounted on " + m.where + " at every boot");
+                                 what + " is mounted on " + m.where + " at every boot");
       !s) {
     return s;
   }
@@ -335,7 +334,6 @@ WriteProbe::Outcome RealWriteProbe::CreateAndRemove(const std::string& path) {
   if (::unlink(path.c_str()) != 0) return {errno, "remove"};
   return {};
 }
-
 
 Status CheckRootCanWrite(RoleEnv& env, const NfsMount& m, Duration deadline, WriteProbe& probe) {
   if (auto s = ValidateNfsMount(m); !s) return s;

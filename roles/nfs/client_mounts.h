@@ -114,7 +114,6 @@ class RealWriteProbe : public WriteProbe {
   Outcome CreateAndRemove(const std::string& path) override;
 };
 
-
 /// Proves that root can create and remove a file in m.where (mounted): the probe
 /// <where>/.one-hpc-root-probe.<pid> through `probe`, retried on every error with backoff
 /// and jitter until `deadline` (the share may still be settling). On EACCES, EPERM or EROFS

@@ -1,16 +1,15 @@
 #include "roles/nfs/exports.h"
 
-#include "roles/host/container.h"
-
-#include <algorithm>
-#include <set>
-
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+
+#include <algorithm>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "common/log.h"
 #include "roles/host/address.h"
+#include "roles/host/container.h"
 
 namespace onehpc::nfs {
 namespace {
@@ -73,8 +72,8 @@ Result<std::string> ComputeNetwork(const ContextVars& vars) {
 }
 
 std::string RenderExports(const ExportsConfig& config) {
-  std::string home_opts = std::string(kBase) + ",%s,fsid=1" +
-                          (config.home_on_disk ? ",mountpoint" : "");
+  std::string home_opts =
+      std::string(kBase) + ",%s,fsid=1" + (config.home_on_disk ? ",mountpoint" : "");
   auto with = [](std::string tmpl, const char* squash) {
     return tmpl.replace(tmpl.find("%s"), 2, squash);
   };
@@ -139,15 +138,15 @@ Result<std::vector<std::string>> PortalAddresses(const ServiceInfo& service,
                                                  const std::string& portal_role) {
   const ServiceRole* role = service.FindRole(portal_role);
   if (role == nullptr) {
-    return Fail(ErrorKind::kNotFound, "the service document has no role named '" +
-                                          portal_role + "'");
+    return Fail(ErrorKind::kNotFound,
+                "the service document has no role named '" + portal_role + "'");
   }
   std::set<std::string> ips;
   for (const auto& node : role->nodes) {
     if (!node.vm) {
-      return Fail(ErrorKind::kInvalidInput,
-                  "the service document has no NIC data for portal VM " +
-                      std::to_string(node.vm_id) + " (not the extended document)");
+      return Fail(ErrorKind::kInvalidInput, "the service document has no NIC data for portal VM " +
+                                                std::to_string(node.vm_id) +
+                                                " (not the extended document)");
     }
     bool found = false;
     for (const auto& nic : node.vm->nics) {
@@ -191,11 +190,10 @@ Result<bool> EnsureExports(Plan& plan, Files& files, ProcessRunner& runner,
                               ? std::string("none")
                               : fmt::format("{}", fmt::join(config.portal_ips, " "));
     auto s = plan.Do(std::string("write ") + kExportsFile,
-                     old_text->has_value()
-                         ? "the exports changed (portal: " + portals + ", compute network " +
-                               config.compute_net + ")"
-                         : "new file (portal: " + portals + ", compute network " +
-                               config.compute_net + ")",
+                     old_text->has_value() ? "the exports changed (portal: " + portals +
+                                                 ", compute network " + config.compute_net + ")"
+                                           : "new file (portal: " + portals + ", compute network " +
+                                                 config.compute_net + ")",
                      [&]() { return files.WriteAtomic(kExportsFile, text, 0644); });
     if (!s) return Fail(s.error());
   } else {
@@ -208,16 +206,17 @@ Result<bool> EnsureExports(Plan& plan, Files& files, ProcessRunner& runner,
     plan.Keep("exportfs -ra", "not run: the files are under --root " + files.root() +
                                   ", and exportfs acts on the running system");
   } else if (changed || force_exportfs) {
-    auto s = plan.Do("exportfs -ra", changed ? "the exports file changed"
-                                             : "the NFS server must serve the current exports",
-                     [&]() -> Status {
-                       Command c;
-                       c.argv = {"exportfs", "-ra"};
-                       c.timeout = Duration(60000);
-                       auto r = RunChecked(runner, c);
-                       if (!r) return Fail(r.error());
-                       return Ok();
-                     });
+    auto s = plan.Do(
+        "exportfs -ra",
+        changed ? "the exports file changed" : "the NFS server must serve the current exports",
+        [&]() -> Status {
+          Command c;
+          c.argv = {"exportfs", "-ra"};
+          c.timeout = Duration(60000);
+          auto r = RunChecked(runner, c);
+          if (!r) return Fail(r.error());
+          return Ok();
+        });
     if (!s) return Fail(s.error());
   }
   return changed;
@@ -245,11 +244,12 @@ Result<RefreshOutcome> RefreshExports(Files& files, ProcessRunner& runner,
   if (!portals) {
     outcome.onegate_failed = true;
     outcome.onegate_error = portals.error().message;
-    log::Warn("storage-refresh: cannot read the portal's address from OneGate ({}); keeping the "
-              "last good exports (portal: {})",
-              portals.error().message,
-              config->portal_ips.empty() ? std::string("none")
-                                         : fmt::format("{}", fmt::join(config->portal_ips, " ")));
+    log::Warn(
+        "storage-refresh: cannot read the portal's address from OneGate ({}); keeping the "
+        "last good exports (portal: {})",
+        portals.error().message,
+        config->portal_ips.empty() ? std::string("none")
+                                   : fmt::format("{}", fmt::join(config->portal_ips, " ")));
   } else {
     outcome.new_portals = *portals;
   }
@@ -273,17 +273,19 @@ std::vector<std::string> PortalIpsOrLastGood(const Files& files, OneGateClient* 
     if (auto state = ParseStateJson(**text)) last_good = state->portal_ips;
   }
   if (onegate == nullptr) {
-    log::Warn("storage: no OneGate (TOKEN=YES missing): the portal gets no root access until "
-              "the refresher can read the service; keeping [{}]",
-              fmt::join(last_good, " "));
+    log::Warn(
+        "storage: no OneGate (TOKEN=YES missing): the portal gets no root access until "
+        "the refresher can read the service; keeping [{}]",
+        fmt::join(last_good, " "));
     return last_good;
   }
   auto service = onegate->GetService(/*extended=*/true);
   auto ips = service ? PortalAddresses(*service, net) : Fail(service.error());
   if (!ips) {
-    log::Warn("storage: cannot read the portal's address from OneGate ({}); keeping the last "
-              "good list [{}]",
-              ips.error().message, fmt::join(last_good, " "));
+    log::Warn(
+        "storage: cannot read the portal's address from OneGate ({}); keeping the last "
+        "good list [{}]",
+        ips.error().message, fmt::join(last_good, " "));
     return last_good;
   }
   log::Info("storage: portal compute address(es) [{}]", fmt::join(*ips, " "));

@@ -21,9 +21,9 @@
 #include "common/error.h"
 #include "context/context_file.h"
 #include "context/onegate.h"
+#include "roles/names.h"
 #include "roles/os/files.h"
 #include "roles/os/process.h"
-#include "roles/names.h"
 #include "roles/plan.h"
 
 namespace onehpc::nfs {
@@ -46,10 +46,10 @@ bool CidrContains(const std::string& cidr, const std::string& ip);
 Result<std::string> ComputeNetwork(const ContextVars& vars);
 
 struct ExportsConfig {
-  std::string compute_net;               ///< CIDR, root_squash clients
-  std::vector<std::string> portal_ips;   ///< no_root_squash clients, sorted, unique
-  bool export_home = true;               ///< false with ONEAPP_HOME_NFS_ENABLED
-  bool home_on_disk = false;             ///< adds `mountpoint` to the home export
+  std::string compute_net;              ///< CIDR, root_squash clients
+  std::vector<std::string> portal_ips;  ///< no_root_squash clients, sorted, unique
+  bool export_home = true;              ///< false with ONEAPP_HOME_NFS_ENABLED
+  bool home_on_disk = false;            ///< adds `mountpoint` to the home export
 };
 
 /// The exports file for `config` (stable text: same config, same bytes).
@@ -77,7 +77,7 @@ Result<bool> EnsureExports(Plan& plan, Files& files, ProcessRunner& runner,
 
 struct RefreshOutcome {
   bool changed = false;
-  bool onegate_failed = false;          ///< the last good portal list was kept
+  bool onegate_failed = false;  ///< the last good portal list was kept
   std::vector<std::string> old_portals;
   std::vector<std::string> new_portals;
   std::string onegate_error;

@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,8 +11,6 @@
 #include <cstring>
 #include <ctime>
 #include <regex>
-
-#include <fmt/format.h>
 
 #include "common/log.h"
 #include "common/retry.h"
@@ -60,11 +59,13 @@ std::string RenderSlurmdbdConf(const std::string& password) {
          "PidFile=/run/slurmdbd.pid\n"
          "StorageType=accounting_storage/mysql\n"
          "StorageHost=localhost\n"
-         "StorageLoc=" + std::string(kAccountingDb) + "\n"
+         "StorageLoc=" +
+         std::string(kAccountingDb) +
+         "\n"
          "StorageUser=slurm\n"
-         "StoragePass=" + password + "\n";
+         "StoragePass=" +
+         password + "\n";
 }
-
 
 constexpr size_t kTailBytes = 4096;
 
@@ -133,8 +134,7 @@ std::vector<std::string> ClientArgs(const AccountingOptions& options, const std:
 
 }  // namespace
 
-std::string DumpFileName(const std::string& database,
-                         std::chrono::system_clock::time_point when) {
+std::string DumpFileName(const std::string& database, std::chrono::system_clock::time_point when) {
   std::time_t t = std::chrono::system_clock::to_time_t(when);
   std::tm tm{};
   ::gmtime_r(&t, &tm);
@@ -214,8 +214,8 @@ Result<std::string> DumpAccounting(const AccountingOptions& options, ProcessRunn
   if (!HasCompletionTrailer(*tail)) {
     return cleanup(Error{ErrorKind::kProcess,
                          fmt::format("accounting dump: {} exited 0 but the dump does not end "
-                                     "with '{}'; discarded", options.dump_program,
-                                     kDumpCompleted)});
+                                     "with '{}'; discarded",
+                                     options.dump_program, kDumpCompleted)});
   }
   if (::chmod(temp_path.c_str(), 0600) != 0) {
     return cleanup(Error{ErrorKind::kIo, fmt::format("chmod {}: {}", temp_path, Errno())});
@@ -229,8 +229,8 @@ Result<std::string> DumpAccounting(const AccountingOptions& options, ProcessRunn
   }
   auto removed = PruneDumps(options);
   if (!removed) return Fail(removed.error().WithContext("accounting dump written, pruning"));
-  log::Info("accounting: dumped {} to {} ({} old dump(s) removed)", options.database,
-            final_path, removed->size());
+  log::Info("accounting: dumped {} to {} ({} old dump(s) removed)", options.database, final_path,
+            removed->size());
   return final_path;
 }
 
@@ -286,12 +286,11 @@ Result<std::optional<std::string>> RestoreNewestComplete(const AccountingOptions
 // into an empty database (a replaced portal), then slurmdbd.
 Status SetUpAccounting(RoleEnv& env, const std::string& backup_dir) {
   if (auto s = EnsureUnitEnabled(env, kMariaDbUnit, "multi-user.target",
-                                        "the Slurm accounting database");
+                                 "the Slurm accounting database");
       !s) {
     return s;
   }
-  if (auto s = EnsureUnitRunning(env, kMariaDbUnit, false, "", "slurmdbd stores there");
-      !s) {
+  if (auto s = EnsureUnitRunning(env, kMariaDbUnit, false, "", "slurmdbd stores there"); !s) {
     return s;
   }
   if (!env.plan.dry_run()) {
@@ -317,8 +316,10 @@ Status SetUpAccounting(RoleEnv& env, const std::string& backup_dir) {
   if (!env.plan.dry_run()) {
     auto probe = RunSql(env,
                         "SELECT (SELECT COUNT(*) FROM information_schema.schemata WHERE "
-                        "schema_name='" + std::string(kAccountingDb) + "'), (SELECT COUNT(*) FROM "
-                        "mysql.global_priv WHERE User='slurm' AND Host='localhost');\n");
+                        "schema_name='" +
+                            std::string(kAccountingDb) +
+                            "'), (SELECT COUNT(*) FROM "
+                            "mysql.global_priv WHERE User='slurm' AND Host='localhost');\n");
     if (!probe) return Fail(probe.error().WithContext("MariaDB does not answer"));
     std::string p = *probe;
     p.erase(std::remove_if(p.begin(), p.end(), [](char c) { return c == '\n' || c == '\r'; }),
@@ -370,13 +371,13 @@ Status SetUpAccounting(RoleEnv& env, const std::string& backup_dir) {
   auto conf_changed = EnsureFile(env, kSlurmdbdConf, RenderSlurmdbdConf(password), 0600,
                                  kSlurmOwner, "slurmdbd: the accounting database on this host");
   if (!conf_changed) return Fail(conf_changed.error());
-  if (auto s = EnsureUnitEnabled(env, kSlurmdbdUnit, "multi-user.target",
-                                        "Slurm's accounting daemon");
+  if (auto s =
+          EnsureUnitEnabled(env, kSlurmdbdUnit, "multi-user.target", "Slurm's accounting daemon");
       !s) {
     return s;
   }
   if (auto s = EnsureUnitRunning(env, kSlurmdbdUnit, *conf_changed && current->has_value(),
-                                        "slurmdbd.conf changed", "slurmctld sends job records");
+                                 "slurmdbd.conf changed", "slurmctld sends job records");
       !s) {
     return s;
   }
@@ -390,13 +391,13 @@ Status SetUpAccounting(RoleEnv& env, const std::string& backup_dir) {
 // slurmdbd, so this runs after the controller is set up).
 Status EnsureClusterRegistered(RoleEnv& env, const std::string& cluster) {
   if (env.plan.dry_run()) {
-    env.plan.Keep("cluster " + cluster + " in the accounting database",
-                  "checked at configure");
+    env.plan.Keep("cluster " + cluster + " in the accounting database", "checked at configure");
     return Ok();
   }
   auto listed = Retry<std::string>(
       RetryPolicy::Until(kDaemonTimeout), env.clock, "waiting for slurmdbd to answer sacctmgr",
-      [](const Error&) { return true; }, [&]() -> Result<std::string> {
+      [](const Error&) { return true; },
+      [&]() -> Result<std::string> {
         Command c;
         c.argv = {"sacctmgr", "--noheader", "--parsable2", "list", "cluster", "format=cluster"};
         c.timeout = Duration(20000);
@@ -417,8 +418,7 @@ Status EnsureClusterRegistered(RoleEnv& env, const std::string& cluster) {
     return Ok();
   }
   return env.plan.Do("sacctmgr add cluster " + cluster,
-                     "job records of this cluster go to the accounting database",
-                     [&]() -> Status {
+                     "job records of this cluster go to the accounting database", [&]() -> Status {
                        Command c;
                        c.argv = {"sacctmgr", "--immediate", "add", "cluster", cluster};
                        c.timeout = Duration(30000);

@@ -43,8 +43,7 @@ struct AccountingOptions {
 };
 
 /// `<db>-YYYYmmddTHHMMSSZ.sql` for a UTC time.
-std::string DumpFileName(const std::string& database,
-                         std::chrono::system_clock::time_point when);
+std::string DumpFileName(const std::string& database, std::chrono::system_clock::time_point when);
 
 /// True if `text` (a dump's end) ends with mariadb-dump's completion trailer line.
 bool HasCompletionTrailer(const std::string& tail);

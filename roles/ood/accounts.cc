@@ -1,18 +1,17 @@
 #include "roles/ood/accounts.h"
 
 #include <crypt.h>
+#include <fmt/format.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <utility>
-
-#include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include "common/log.h"
 #include "roles/role.h"

@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <linux/openat2.h>
 #include <pwd.h>
 #include <sys/random.h>
@@ -15,8 +16,6 @@
 #include <string_view>
 #include <utility>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "common/log.h"
 
@@ -77,7 +76,8 @@ Result<UniqueFd> OpenDirNoSymlinks(const std::string& path) {
   if (err == ELOOP || err == ENOTDIR) {  // O_DIRECTORY|O_NOFOLLOW on a link gives ENOTDIR
     return Fail(ErrorKind::kUnsafe,
                 fmt::format("{} is or goes through a symbolic link, or is not a directory; "
-                            "refusing to use it", path));
+                            "refusing to use it",
+                            path));
   }
   if (err == ENOENT) return Fail(ErrorKind::kNotFound, fmt::format("{} does not exist", path));
   if (err != ENOSYS && err != EPERM) return IoError("cannot open " + path, err);
@@ -95,8 +95,8 @@ Result<UniqueFd> OpenDirNoSymlinks(const std::string& path) {
     if (part == "..") {
       return Fail(ErrorKind::kInvalidInput, fmt::format("{} contains '..'", path));
     }
-    UniqueFd next(::openat(dir.get(), part.c_str(),
-                           O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    UniqueFd next(
+        ::openat(dir.get(), part.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     if (!next.valid()) {
       int e = errno;
       if (e == ENOENT) {
@@ -105,7 +105,8 @@ Result<UniqueFd> OpenDirNoSymlinks(const std::string& path) {
       if (e == ELOOP || e == ENOTDIR) {
         return Fail(ErrorKind::kUnsafe,
                     fmt::format("{}: component {} is a symbolic link or not a directory; "
-                                "refusing to use it", path, part));
+                                "refusing to use it",
+                                path, part));
       }
       return IoError("cannot open " + path, e);
     }
@@ -159,8 +160,7 @@ void RemoveTreeAt(int parent, const std::string& name, int depth = 0) {
     }
   }
   if (::unlinkat(parent, name.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT) {
-    log::Warn("home-create: could not remove the temporary directory {}: {}", name,
-              Errno(errno));
+    log::Warn("home-create: could not remove the temporary directory {}: {}", name, Errno(errno));
   }
 }
 
@@ -173,8 +173,8 @@ Status CopyFileAt(int src_dir, int dst_dir, const std::string& name, uid_t uid, 
                   CopyBudget& budget) {
   // O_NOFOLLOW: a file swapped for a symlink since the fstatat fails with ELOOP;
   // O_NONBLOCK: one swapped for a FIFO does not block the open. fstat on the fd decides.
-  UniqueFd in(::openat(src_dir, name.c_str(),
-                       O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+  UniqueFd in(
+      ::openat(src_dir, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
   if (!in.valid()) {
     log::Warn("home-create: skel entry {} skipped: {}", name, Errno(errno));
     return Ok();
@@ -188,8 +188,8 @@ Status CopyFileAt(int src_dir, int dst_dir, const std::string& name, uid_t uid, 
   if (budget.bytes + st.st_size > kMaxSkelBytes) {
     return Fail(ErrorKind::kIo, fmt::format("skel is larger than {} bytes", kMaxSkelBytes));
   }
-  UniqueFd out(::openat(dst_dir, name.c_str(),
-                        O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+  UniqueFd out(
+      ::openat(dst_dir, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
   if (!out.valid()) return IoError("create " + name + " in the new home", errno);
   char buffer[65536];
   for (;;) {
@@ -255,8 +255,8 @@ Status CopyTree(int src_dir, int dst_dir, uid_t uid, gid_t gid, int depth, CopyB
                   kMaxSkelDepth);
         continue;
       }
-      UniqueFd sub_src(::openat(src_dir, name.c_str(),
-                                O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      UniqueFd sub_src(
+          ::openat(src_dir, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
       if (!sub_src.valid()) {
         log::Warn("home-create: skel directory {} skipped: {}", name, Errno(errno));
         continue;
@@ -266,8 +266,8 @@ Status CopyTree(int src_dir, int dst_dir, uid_t uid, gid_t gid, int depth, CopyB
       if (::mkdirat(dst_dir, name.c_str(), 0700) != 0) {
         return IoError("create directory " + name + " in the new home", errno);
       }
-      UniqueFd sub_dst(::openat(dst_dir, name.c_str(),
-                                O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      UniqueFd sub_dst(
+          ::openat(dst_dir, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
       if (!sub_dst.valid()) return IoError("open " + name + " in the new home", errno);
       if (auto copied = CopyTree(sub_src.get(), sub_dst.get(), uid, gid, depth + 1, budget);
           !copied) {
@@ -290,9 +290,9 @@ Result<HomeOutcome> VerifyExistingHome(int base, const HomeRequest& request,
   struct stat lst;
   if (::fstatat(base, request.user.c_str(), &lst, AT_SYMLINK_NOFOLLOW) == 0 &&
       S_ISLNK(lst.st_mode)) {
-    return Fail(ErrorKind::kUnsafe,
-                fmt::format("{} is a symbolic link; refusing to use it as {}'s home", path,
-                            request.user));
+    return Fail(
+        ErrorKind::kUnsafe,
+        fmt::format("{} is a symbolic link; refusing to use it as {}'s home", path, request.user));
   }
   UniqueFd home(::openat(base, request.user.c_str(),
                          O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
@@ -306,7 +306,8 @@ Result<HomeOutcome> VerifyExistingHome(int base, const HomeRequest& request,
     if (err == ENOTDIR) {
       return Fail(ErrorKind::kUnsafe,
                   fmt::format("{} exists and is not a directory; refusing to use it as {}'s "
-                              "home", path, request.user));
+                              "home",
+                              path, request.user));
     }
     return IoError("cannot open " + path, err);
   }
@@ -318,7 +319,8 @@ Result<HomeOutcome> VerifyExistingHome(int base, const HomeRequest& request,
   if (st.st_uid != request.uid) {
     return Fail(ErrorKind::kUnsafe,
                 fmt::format("{} exists but belongs to uid {}, not to {} (uid {}); refusing to "
-                            "use or change it", path, st.st_uid, request.user, request.uid));
+                            "use or change it",
+                            path, st.st_uid, request.user, request.uid));
   }
   if ((st.st_mode & 077) != 0) {
     log::Info("home-create: {} is mode {:04o} (not 0700); left as the user set it", path,
@@ -353,8 +355,10 @@ Status ValidateHomeRequest(const HomeRequest& request) {
                 "'.', '-'; not starting with '.' or '-'; at most 64 characters)");
   }
   if (request.uid < kMinHomeUid || request.uid == 65534 || request.uid == static_cast<uid_t>(-1)) {
-    return invalid(fmt::format("uid {} is a system account (homes are created for uid >= {} "
-                               "only, never for nobody)", request.uid, kMinHomeUid));
+    return invalid(
+        fmt::format("uid {} is a system account (homes are created for uid >= {} "
+                    "only, never for nobody)",
+                    request.uid, kMinHomeUid));
   }
   if (request.gid == 0) return invalid("the primary group is root (gid 0)");
   const std::string base = StripTrailingSlashes(request.home_base);
@@ -362,8 +366,10 @@ Status ValidateHomeRequest(const HomeRequest& request) {
     return invalid(fmt::format("the home base {} is not an absolute path", request.home_base));
   }
   if (request.home != base + "/" + name) {
-    return invalid(fmt::format("the home directory in the user's entry is {}, not {}/{}; "
-                               "refusing to create it", request.home, base, name));
+    return invalid(
+        fmt::format("the home directory in the user's entry is {}, not {}/{}; "
+                    "refusing to create it",
+                    request.home, base, name));
   }
   return Ok();
 }
@@ -429,7 +435,8 @@ Result<HomeOutcome> CreateHome(const HomeRequest& request) {
       if (skel_st.st_uid != 0 || (skel_st.st_mode & 022) != 0) {
         return Fail(ErrorKind::kUnsafe,
                     fmt::format("home-create: the skeleton {} must be owned by root and "
-                                "writable only by root", request.skel));
+                                "writable only by root",
+                                request.skel));
       }
       skel = std::move(*opened);
     } else if (opened.error().kind == ErrorKind::kNotFound) {
@@ -476,8 +483,8 @@ Result<HomeOutcome> CreateHome(const HomeRequest& request) {
   ::fsync(home.get());
   home.Reset();
 
-  int rc = ::renameat2(base->get(), temp.c_str(), base->get(), request.user.c_str(),
-                       RENAME_NOREPLACE);
+  int rc =
+      ::renameat2(base->get(), temp.c_str(), base->get(), request.user.c_str(), RENAME_NOREPLACE);
   if (rc != 0 && (errno == EINVAL || errno == ENOSYS)) {
     // No RENAME_NOREPLACE (e.g. NFS). rename(2) of a directory never follows a symlink at
     // the target and only replaces an empty directory; only root can create one in base.
@@ -498,8 +505,8 @@ Result<HomeOutcome> CreateHome(const HomeRequest& request) {
     return IoError("rename the new home to " + path, err);
   }
   ::fsync(base->get());
-  log::Info("home-create: created {} (0700, owner {} uid {} gid {}) from {}", path,
-            request.user, request.uid, request.gid, skel.valid() ? request.skel : "nothing");
+  log::Info("home-create: created {} (0700, owner {} uid {} gid {}) from {}", path, request.user,
+            request.uid, request.gid, skel.valid() ? request.skel : "nothing");
   return HomeOutcome::kCreated;
 }
 

@@ -33,9 +33,9 @@ struct HomeRequest {
   std::string user;
   uid_t uid = 0;
   gid_t gid = 0;
-  std::string home;                   ///< the passwd entry's home directory
-  std::string home_base = "/home";    ///< must be absolute; home must be <home_base>/<user>
-  std::string skel = "/etc/skel";     ///< missing = an empty home
+  std::string home;                 ///< the passwd entry's home directory
+  std::string home_base = "/home";  ///< must be absolute; home must be <home_base>/<user>
+  std::string skel = "/etc/skel";   ///< missing = an empty home
 };
 
 enum class HomeOutcome { kCreated, kExisted };

@@ -1,9 +1,9 @@
 #include "roles/ood/ood_yaml.h"
 
-#include <regex>
-
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
+
+#include <regex>
 
 #include "common/log.h"
 #include "roles/ensure.h"
@@ -66,8 +66,9 @@ Result<std::string> RenderPortalYaml(const PortalYamlInput& in) {
     return Invalid("ood_portal.yml: the server name is not a DNS name or IPv4 address");
   }
   if (!IsSafePath(in.ssl_dir) || !IsSafePath(in.pun_pre_hook_root_cmd)) {
-    return Invalid("ood_portal.yml: the certificate directory and the pre-hook must be plain "
-                   "absolute paths");
+    return Invalid(
+        "ood_portal.yml: the certificate directory and the pre-hook must be plain "
+        "absolute paths");
   }
   if (!IsSingleLine(in.host_regex)) {
     return Invalid("ood_portal.yml: host_regex must be a single line");
@@ -113,8 +114,8 @@ Result<std::string> RenderClusterYaml(const ClusterYamlInput& in) {
     return Invalid(fmt::format("clusters.d/{}.yml: the submit host is not a host name", in.id));
   }
   if (!IsSafePath(in.bin) || (!in.conf.empty() && !IsSafePath(in.conf))) {
-    return Invalid(fmt::format("clusters.d/{}.yml: bin and conf must be plain absolute paths",
-                               in.id));
+    return Invalid(
+        fmt::format("clusters.d/{}.yml: bin and conf must be plain absolute paths", in.id));
   }
   if (!in.slurm_cluster.empty() && !IsValidId(in.slurm_cluster)) {
     return Invalid(fmt::format("clusters.d/{}.yml: the Slurm cluster name is not valid", in.id));
@@ -144,9 +145,8 @@ Result<std::string> RenderClusterYaml(const ClusterYamlInput& in) {
     out << YAML::Key << "batch_connect" << YAML::Value << YAML::BeginMap;
     for (const char* kind : {"basic", "vnc"}) {
       out << YAML::Key << kind << YAML::Value << YAML::BeginMap;
-      Str(out, "script_wrapper", std::string(kind) == "vnc"
-                                     ? "export WEBSOCKIFY_CMD=\"/usr/bin/websockify\"\n%s"
-                                     : "%s");
+      Str(out, "script_wrapper",
+          std::string(kind) == "vnc" ? "export WEBSOCKIFY_CMD=\"/usr/bin/websockify\"\n%s" : "%s");
       if (!in.set_host.empty()) Str(out, "set_host", in.set_host);
       out << YAML::EndMap;
     }
@@ -163,14 +163,18 @@ Result<std::vector<ClusterYamlInput>> ClustersFromSettings(const Settings& setti
   if (!settings.GetBool(kSiteSlurmEnabled)) return clusters;
   const std::string& host = settings.GetString(kSiteSlurmHost);
   if (host.empty()) {
-    return Invalid(fmt::format("{} is required when {} is on: the login host of the site's "
-                               "Slurm cluster", kSiteSlurmHost, kSiteSlurmEnabled));
+    return Invalid(
+        fmt::format("{} is required when {} is on: the login host of the site's "
+                    "Slurm cluster",
+                    kSiteSlurmHost, kSiteSlurmEnabled));
   }
   ClusterYamlInput site;
   site.id = settings.GetString(kSiteSlurmCluster);
   if (site.id == own.id) {
-    return Invalid(fmt::format("{}='{}': the identifier is the service's own cluster's; choose "
-                               "another", kSiteSlurmCluster, site.id));
+    return Invalid(
+        fmt::format("{}='{}': the identifier is the service's own cluster's; choose "
+                    "another",
+                    kSiteSlurmCluster, site.id));
   }
   site.title = settings.GetString(kSiteSlurmTitle);
   site.login_host = host;
@@ -211,15 +215,13 @@ Status WriteOodConfig(RoleEnv& env, const std::string& servername,
   }
   // A site cluster switched off: its file goes (it is ours: one-hpc names it).
   std::string site = dir + "/" + env.settings.GetString(kSiteSlurmCluster) + ".yml";
-  bool listed = std::any_of(clusters.begin(), clusters.end(), [&](const auto& c) {
-    return dir + "/" + c.id + ".yml" == site;
-  });
+  bool listed = std::any_of(clusters.begin(), clusters.end(),
+                            [&](const auto& c) { return dir + "/" + c.id + ".yml" == site; });
   if (!listed && env.files.Exists(site)) {
     return env.plan.Do("remove " + site, std::string(kSiteSlurmEnabled) + " is NO",
                        [&] { return env.files.Remove(site); });
   }
   return Ok();
 }
-
 
 }  // namespace onehpc::ood

@@ -24,7 +24,7 @@ inline constexpr const char* kOodConfigDir = "/etc/ood/config";
 inline constexpr const char* kOwnClusterId = "ood";
 
 struct PortalYamlInput {
-  std::string servername;  ///< DNS name or IPv4 address
+  std::string servername;                ///< DNS name or IPv4 address
   std::string ssl_dir = "/etc/ood/ssl";  ///< certificate <dir>/<servername>.crt and .key
   /// Executable run as root with `--user <name>` before each PUN starts (home creation).
   std::string pun_pre_hook_root_cmd = "/usr/libexec/one-hpc/one-hpc-home-create";
@@ -38,8 +38,8 @@ struct PortalYamlInput {
 };
 
 struct ClusterYamlInput {
-  std::string id;     ///< file name and OOD cluster id: [a-z][a-z0-9_-]*
-  std::string title;  ///< any text
+  std::string id;          ///< file name and OOD cluster id: [a-z][a-z0-9_-]*
+  std::string title;       ///< any text
   std::string login_host;  ///< "" = no login section
   std::string bin = "/usr/bin";
   std::string conf = "/etc/slurm/slurm.conf";  ///< "" = the adapter's default

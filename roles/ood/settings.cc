@@ -1,7 +1,7 @@
 #include "roles/ood/settings.h"
 
-#include "roles/slurm/controller_setup.h"
 #include "roles/ood/users.h"
+#include "roles/slurm/controller_setup.h"
 
 namespace onehpc::ood {
 namespace {

@@ -1,6 +1,4 @@
-// Settings of the Open OnDemand portal and worker roles (issue #5), declared ahead of the
-// role modules so that `one-hpc context` / `settings --all` / the logs already treat them
-// right (the local users list is a secret).
+// Settings of the Open OnDemand portal and worker roles (the local users list is a secret).
 #ifndef ONEHPC_ROLES_OOD_SETTINGS_H_
 #define ONEHPC_ROLES_OOD_SETTINGS_H_
 
@@ -8,7 +6,6 @@
 #include <vector>
 
 #include "common/error.h"
-
 #include "context/settings.h"
 #include "roles/names.h"
 

@@ -1,11 +1,11 @@
 #include "roles/ood/users.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <map>
 #include <set>
 #include <utility>
-
-#include <fmt/format.h>
 
 #include "common/log.h"
 
@@ -18,15 +18,49 @@ namespace {
 // one of these names would share its uid/gid or its group with a privileged one (the
 // user's group has the user's name: a user called "sudo" would get group "sudo").
 constexpr std::string_view kReserved[] = {
-    "root", "daemon", "bin", "sys", "sync", "games", "man", "lp", "mail", "news", "uucp",
-    "proxy", "www-data", "backup", "list", "irc", "gnats", "nobody", "nogroup", "adm", "tty",
-    "disk", "kmem", "dialout", "fax", "voice", "cdrom", "floppy", "tape", "sudo", "audio",
-    "dip", "operator", "src", "shadow", "utmp", "video", "sasl", "plugdev", "staff", "users",
-    "wheel", "admin", "administrator", "input", "kvm", "render", "sgx", "netdev", "crontab",
-    "messagebus", "sshd", "ssh", "polkitd", "tss", "uuidd", "tcpdump", "dnsmasq", "statd",
-    "ntp", "ntpsec", "chrony", "syslog", "postfix", "slurm", "munge", "mysql", "mariadb",
-    "openldap", "ldap", "sssd", "apache", "ondemand", "ondemand-nginx", "dex", "cvmfs",
-    "eessi", "squid", "oneadmin", "one", "debian", "ubuntu", "cloud", "lxd", "docker",
+    "root",       "daemon",
+    "bin",        "sys",
+    "sync",       "games",
+    "man",        "lp",
+    "mail",       "news",
+    "uucp",       "proxy",
+    "www-data",   "backup",
+    "list",       "irc",
+    "gnats",      "nobody",
+    "nogroup",    "adm",
+    "tty",        "disk",
+    "kmem",       "dialout",
+    "fax",        "voice",
+    "cdrom",      "floppy",
+    "tape",       "sudo",
+    "audio",      "dip",
+    "operator",   "src",
+    "shadow",     "utmp",
+    "video",      "sasl",
+    "plugdev",    "staff",
+    "users",      "wheel",
+    "admin",      "administrator",
+    "input",      "kvm",
+    "render",     "sgx",
+    "netdev",     "crontab",
+    "messagebus", "sshd",
+    "ssh",        "polkitd",
+    "tss",        "uuidd",
+    "tcpdump",    "dnsmasq",
+    "statd",      "ntp",
+    "ntpsec",     "chrony",
+    "syslog",     "postfix",
+    "slurm",      "munge",
+    "mysql",      "mariadb",
+    "openldap",   "ldap",
+    "sssd",       "apache",
+    "ondemand",   "ondemand-nginx",
+    "dex",        "cvmfs",
+    "eessi",      "squid",
+    "oneadmin",   "one",
+    "debian",     "ubuntu",
+    "cloud",      "lxd",
+    "docker",
 };
 
 constexpr std::string_view kReservedPrefixes[] = {"systemd-", "_", "nixbld"};
@@ -172,8 +206,7 @@ Result<std::vector<LocalUser>> ParseLocalUsers(std::string_view text,
     const size_t position = i + 1;
     size_t colon = raw.find(':');
     if (colon == std::string_view::npos) {
-      problem(position, "",
-              "has no ':' (not shown: it may be part of a password); " + expected);
+      problem(position, "", "has no ':' (not shown: it may be part of a password); " + expected);
       continue;
     }
     std::string_view name = raw.substr(0, colon);
@@ -226,12 +259,10 @@ Result<std::vector<LocalUser>> ParseLocalUsers(std::string_view text,
       } else {
         std::uint32_t uid = static_cast<std::uint32_t>(std::stoul(std::string(uid_text)));
         if (uid < kMinUid || uid > kMaxUid) {
-          problem(position, who,
-                  fmt::format("uid {} is outside {}-{}", uid, kMinUid, kMaxUid));
+          problem(position, who, fmt::format("uid {} is outside {}-{}", uid, kMinUid, kMaxUid));
           bad = true;
         } else if (policy.taken_uids.count(uid)) {
-          problem(position, who,
-                  fmt::format("uid {} belongs to an account of the system", uid));
+          problem(position, who, fmt::format("uid {} belongs to an account of the system", uid));
           bad = true;
         }
         entry.uid = uid;

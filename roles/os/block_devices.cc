@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <fmt/ranges.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -13,8 +14,6 @@
 #include <fstream>
 #include <memory>
 #include <type_traits>
-
-#include <fmt/ranges.h>
 
 #include "common/log.h"
 
@@ -144,7 +143,8 @@ Status CheckForData(int fd, const std::string& device, DeviceProbe& out) {
     return Ok();
   }
   if (out.size > head_size) {
-    std::uint64_t tail_start = std::max(head_size, out.size - std::min<std::uint64_t>(kMiB, out.size));
+    std::uint64_t tail_start =
+        std::max(head_size, out.size - std::min<std::uint64_t>(kMiB, out.size));
     auto tail = ReadAt(fd, tail_start, out.size - tail_start, device);
     if (!tail) return Fail(tail.error());
     if (!AllZero(*tail)) {
@@ -304,9 +304,10 @@ Result<std::string> BlkidBlockDevices::FindByLabel(const std::string& label) {
     }
   }
   if (matches.empty()) {
-    return Fail(ErrorKind::kNotFound, "no filesystem labelled '" + label + "' on " +
-                                          (candidates.empty() ? std::string("any disk")
-                                                              : fmt::format("{}", fmt::join(candidates, ", "))));
+    return Fail(ErrorKind::kNotFound,
+                "no filesystem labelled '" + label + "' on " +
+                    (candidates.empty() ? std::string("any disk")
+                                        : fmt::format("{}", fmt::join(candidates, ", "))));
   }
   if (matches.size() > 1) {
     return Fail(ErrorKind::kUnsafe, fmt::format("filesystem label '{}' is on several devices: {}",

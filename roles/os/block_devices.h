@@ -13,14 +13,14 @@ namespace onehpc {
 /// Everything libblkid finds on a device, from one low-level probe with superblocks and
 /// partition tables enabled.
 struct DeviceProbe {
-  std::string device;        ///< /dev/... path
-  std::uint64_t size = 0;    ///< bytes
-  bool ambivalent = false;   ///< more than one filesystem signature (never "blank")
-  std::string fs_type;       ///< TYPE: ext4, xfs, vfat, swap, crypto_LUKS, LVM2_member, ...
-  std::string fs_usage;      ///< USAGE: filesystem, raid, crypto, other
+  std::string device;       ///< /dev/... path
+  std::uint64_t size = 0;   ///< bytes
+  bool ambivalent = false;  ///< more than one filesystem signature (never "blank")
+  std::string fs_type;      ///< TYPE: ext4, xfs, vfat, swap, crypto_LUKS, LVM2_member, ...
+  std::string fs_usage;     ///< USAGE: filesystem, raid, crypto, other
   std::string label;
   std::string uuid;
-  std::string pt_type;       ///< PTTYPE: dos, gpt, or "" when no partition table
+  std::string pt_type;  ///< PTTYPE: dos, gpt, or "" when no partition table
   /// Human-readable description of every signature found ("ext4 label=x", "gpt", ...).
   std::vector<std::string> signatures;
   /// True when libblkid found nothing at all: no superblock, no partition table (primary or

@@ -11,7 +11,7 @@
 namespace onehpc {
 
 struct MountEntry {
-  std::string source;   ///< device or host:/export
+  std::string source;  ///< device or host:/export
   std::string target;
   std::string fs_type;
   std::string options;

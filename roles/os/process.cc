@@ -25,8 +25,7 @@ extern char** environ;
 namespace onehpc {
 namespace {
 
-constexpr const char* kDefaultPath =
-    "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+constexpr const char* kDefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 constexpr int kStderrTailLines = 20;
 #ifndef CLOSE_RANGE_CLOEXEC
 constexpr unsigned kCloseRangeCloexec = 1U << 2;
@@ -179,9 +178,8 @@ Result<std::vector<std::string>> BuildEnv(const Command& command) {
   for (const auto& [name, value] : command.env) {
     if (name.empty() || name.find('=') != std::string::npos ||
         name.find('\0') != std::string::npos || value.find('\0') != std::string::npos) {
-      return Fail(ErrorKind::kInvalidInput,
-                  "invalid environment variable name for " + ArgvText(command) + ": '" +
-                      name + "'");
+      return Fail(ErrorKind::kInvalidInput, "invalid environment variable name for " +
+                                                ArgvText(command) + ": '" + name + "'");
     }
     std::string prefix = name + "=";
     env.erase(std::remove_if(env.begin(), env.end(),
@@ -223,9 +221,8 @@ Result<std::string> ResolveProgram(const std::string& name, const std::vector<st
 }
 
 /// Runs in the forked child: only async-signal-safe calls, nothing allocated.
-[[noreturn]] void ChildExec(const char* path, char* const* argv, char* const* envp,
-                            const char* cwd, int in_fd, int out_fd, int err_fd,
-                            int status_fd) {
+[[noreturn]] void ChildExec(const char* path, char* const* argv, char* const* envp, const char* cwd,
+                            int in_fd, int out_fd, int err_fd, int status_fd) {
   ::setpgid(0, 0);
   sigset_t empty;
   sigemptyset(&empty);
@@ -324,8 +321,7 @@ Result<ProcessResult> RealProcessRunner::Run(const Command& command) {
   }
   for (const auto& arg : command.argv) {
     if (arg.find('\0') != std::string::npos) {
-      return Fail(ErrorKind::kInvalidInput,
-                  "argument with a NUL byte in " + ArgvText(command));
+      return Fail(ErrorKind::kInvalidInput, "argument with a NUL byte in " + ArgvText(command));
     }
   }
   const std::string argv_text = ArgvText(command);
@@ -345,15 +341,14 @@ Result<ProcessResult> RealProcessRunner::Run(const Command& command) {
   env_ptrs.push_back(nullptr);
 
   Fd in_r, in_w, out_r, out_w, err_r, err_w, status_r, status_w;
-  for (auto [r, w] : {std::pair{&in_r, &in_w}, std::pair{&out_r, &out_w},
-                      std::pair{&err_r, &err_w}, std::pair{&status_r, &status_w}}) {
+  for (auto [r, w] : {std::pair{&in_r, &in_w}, std::pair{&out_r, &out_w}, std::pair{&err_r, &err_w},
+                      std::pair{&status_r, &status_w}}) {
     if (auto s = MakePipe(*r, *w); !s) return Fail(s.error());
   }
 
   pid_t pid = ::fork();
   if (pid < 0) {
-    return Fail(ErrorKind::kProcess,
-                "cannot start " + argv_text + ": fork: " + strerror(errno));
+    return Fail(ErrorKind::kProcess, "cannot start " + argv_text + ": fork: " + strerror(errno));
   }
   if (pid == 0) {
     ChildExec(program->c_str(), argv_ptrs.data(), env_ptrs.data(),
@@ -371,8 +366,8 @@ Result<ProcessResult> RealProcessRunner::Run(const Command& command) {
   ChildFailure failure{0, 0};
   size_t got = 0;
   while (got < sizeof failure) {
-    ssize_t n = ::read(status_r.get(), reinterpret_cast<char*>(&failure) + got,
-                       sizeof failure - got);
+    ssize_t n =
+        ::read(status_r.get(), reinterpret_cast<char*>(&failure) + got, sizeof failure - got);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
     got += static_cast<size_t>(n);
@@ -440,8 +435,7 @@ Result<ProcessResult> RealProcessRunner::Run(const Command& command) {
     }
     // Wake up for the next deadline; without a pidfd, also to check for the exit.
     auto next = !result.timed_out ? deadline : (killed ? now + Duration(100) : kill_at);
-    long wait_ms = std::max<long>(
-        0, std::chrono::duration_cast<Duration>(next - now).count() + 1);
+    long wait_ms = std::max<long>(0, std::chrono::duration_cast<Duration>(next - now).count() + 1);
     if (!pidfd.valid()) wait_ms = std::min<long>(wait_ms, 20);
     int ready = ::poll(fds, nfds, static_cast<int>(std::min<long>(wait_ms, 1000000)));
     if (ready < 0 && errno != EINTR) {
@@ -501,8 +495,8 @@ Result<ProcessResult> RealProcessRunner::Run(const Command& command) {
     log::Warn("run: {} timed out after {} ms", argv_text, command.timeout.count());
   } else if (!result.ok()) {
     std::string err = Tail(RedactFor(command, result.err), kStderrTailLines);
-    log::Debug("run: {} {}{}{}", argv_text, StatusText(command, result),
-               err.empty() ? "" : ": ", err);
+    log::Debug("run: {} {}{}{}", argv_text, StatusText(command, result), err.empty() ? "" : ": ",
+               err);
   }
   if (result.out_truncated || result.err_truncated) {
     log::Warn("run: {}: output truncated to {} bytes per stream", argv_text,

@@ -21,9 +21,9 @@ struct Command {
   Duration timeout{30000};        ///< SIGTERM at the timeout, SIGKILL 2 s later
   /// Variables added to (or replacing in) the inherited environment.
   std::vector<std::pair<std::string, std::string>> env;
-  bool clear_env = false;   ///< start from an empty environment (PATH is still set)
-  std::string stdin_data;   ///< written to the child's stdin, then closed (secrets go here)
-  std::string cwd;          ///< "" = inherit
+  bool clear_env = false;  ///< start from an empty environment (PATH is still set)
+  std::string stdin_data;  ///< written to the child's stdin, then closed (secrets go here)
+  std::string cwd;         ///< "" = inherit
   /// Strings to redact from every log line about this command (argv and output).
   std::vector<std::string> secrets;
   /// Time between SIGTERM and SIGKILL after the timeout.
@@ -31,8 +31,8 @@ struct Command {
 };
 
 struct ProcessResult {
-  int exit_code = -1;      ///< -1 when killed by a signal
-  int term_signal = 0;     ///< the signal that ended it, 0 if it exited
+  int exit_code = -1;   ///< -1 when killed by a signal
+  int term_signal = 0;  ///< the signal that ended it, 0 if it exited
   bool timed_out = false;
   std::string out;
   std::string err;
@@ -66,7 +66,6 @@ class RealProcessRunner : public ProcessRunner {
 /// the quoted argv, the exit status or "timed out after N ms", and the trimmed stderr
 /// (all redacted).
 Result<ProcessResult> RunChecked(ProcessRunner& runner, const Command& command);
-
 
 }  // namespace onehpc
 

@@ -15,9 +15,8 @@ constexpr Duration kPollInterval{500};
 /// A unit name that systemctl cannot mistake for an option or a path.
 Status CheckUnit(const std::string& unit) {
   bool bad = unit.empty() || unit[0] == '-' || unit.find('/') != std::string::npos ||
-             std::any_of(unit.begin(), unit.end(), [](unsigned char c) {
-               return std::iscntrl(c) || std::isspace(c);
-             });
+             std::any_of(unit.begin(), unit.end(),
+                         [](unsigned char c) { return std::iscntrl(c) || std::isspace(c); });
   if (bad) {
     return Fail(ErrorKind::kInvalidInput, "invalid systemd unit name '" + unit + "'");
   }
@@ -87,9 +86,8 @@ Status SystemctlSystemd::StartNoBlock(const std::string& unit) {
 Status SystemctlSystemd::RestartNoBlock(const std::string& unit) {
   if (auto s = CheckUnit(unit); !s) return s;
   if (offline()) {
-    return Fail(ErrorKind::kInvalidInput, "cannot restart " + unit +
-                                              ": runtime operations are refused with --root=" +
-                                              root_);
+    return Fail(ErrorKind::kInvalidInput,
+                "cannot restart " + unit + ": runtime operations are refused with --root=" + root_);
   }
   return Systemctl({"--no-block", "restart", unit});
 }
@@ -106,9 +104,8 @@ Status SystemctlSystemd::StopNoBlock(const std::string& unit) {
 Result<bool> SystemctlSystemd::IsActive(const std::string& unit) {
   if (auto s = CheckUnit(unit); !s) return Fail(s.error());
   if (offline()) {
-    return Fail(ErrorKind::kInvalidInput, "cannot query " + unit +
-                                              ": runtime operations are refused with --root=" +
-                                              root_);
+    return Fail(ErrorKind::kInvalidInput,
+                "cannot query " + unit + ": runtime operations are refused with --root=" + root_);
   }
   Command command;
   command.argv = {"systemctl", "is-active", "--quiet", unit};
@@ -116,9 +113,8 @@ Result<bool> SystemctlSystemd::IsActive(const std::string& unit) {
   auto result = runner_.Run(command);
   if (!result) return Fail(result.error());
   if (result->timed_out) {
-    return Fail(ErrorKind::kProcess,
-                "systemctl is-active " + unit + " timed out after " +
-                    std::to_string(kIsActiveTimeout.count()) + " ms");
+    return Fail(ErrorKind::kProcess, "systemctl is-active " + unit + " timed out after " +
+                                         std::to_string(kIsActiveTimeout.count()) + " ms");
   }
   if (result->term_signal != 0) {
     return Fail(ErrorKind::kProcess, "systemctl is-active " + unit + " was killed by signal " +

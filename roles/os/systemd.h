@@ -1,5 +1,5 @@
 // systemd behind an interface. Boot code never waits for a job: starts use --no-block and
-// are followed by polling with a deadline (see ../shared/reference/systemd-units.md §4).
+// are followed by polling with a deadline (a start job can wait behind the boot itself).
 #ifndef ONEHPC_ROLES_OS_SYSTEMD_H_
 #define ONEHPC_ROLES_OS_SYSTEMD_H_
 

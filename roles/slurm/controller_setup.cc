@@ -6,13 +6,13 @@
 #include "common/base64.h"
 #include "common/log.h"
 #include "common/retry.h"
+#include "roles/ensure.h"
 #include "roles/host/address.h"
 #include "roles/host/hostname.h"
-#include "roles/slurm/munge.h"
 #include "roles/names.h"
+#include "roles/slurm/munge.h"
 #include "roles/slurm/slurm_client.h"
 #include "roles/slurm/slurm_conf.h"
-#include "roles/ensure.h"
 
 namespace onehpc {
 namespace {
@@ -79,8 +79,7 @@ Status WaitForSlurmctld(RoleEnv& env, const std::string& host) {
         return true;
       });
   if (!up) {
-    return Fail(up.error().WithContext(
-        "slurmctld did not start (see journalctl -u slurmctld)"));
+    return Fail(up.error().WithContext("slurmctld did not start (see journalctl -u slurmctld)"));
   }
   env.plan.Keep("check: scontrol ping", "slurmctld on " + host + " is UP");
   return Ok();
@@ -90,12 +89,12 @@ Status WaitForSlurmctld(RoleEnv& env, const std::string& host) {
 
 Result<slurm::MungeKeyState> SetUpSlurmController(RoleEnv& env, const ControllerSetup& setup) {
   if (auto s = host::EnsureHostname(env, setup.host,
-                                     "SlurmctldHost must equal the controller's short host name");
+                                    "SlurmctldHost must equal the controller's short host name");
       !s) {
     return Fail(s.error());
   }
   if (auto s = host::EnsureHostsBlock(env, {{setup.addr, setup.host}},
-                                       "the controller name resolves to its service address");
+                                      "the controller name resolves to its service address");
       !s) {
     return Fail(s.error());
   }
@@ -108,8 +107,8 @@ Result<slurm::MungeKeyState> SetUpSlurmController(RoleEnv& env, const Controller
 
   // The image may have the packaged slurmd enabled: with our slurm.conf present it would
   // start on the controller and fail (the controller is not a node).
-  std::string slurmd_link = "/etc/systemd/system/multi-user.target.wants/" +
-                            std::string(slurm::kSlurmdUnit);
+  std::string slurmd_link =
+      "/etc/systemd/system/multi-user.target.wants/" + std::string(slurm::kSlurmdUnit);
   if (env.files.Exists(slurmd_link)) {
     auto s = env.plan.Do("disable " + std::string(slurm::kSlurmdUnit),
                          "the controller is not a Slurm node; the packaged slurmd would start "
@@ -118,8 +117,7 @@ Result<slurm::MungeKeyState> SetUpSlurmController(RoleEnv& env, const Controller
     if (!s) return Fail(s.error());
   }
 
-  if (auto s = EnsureDirectory(env, setup.state_save_location, 0700,
-                               FileOwner{"slurm", "slurm"},
+  if (auto s = EnsureDirectory(env, setup.state_save_location, 0700, FileOwner{"slurm", "slurm"},
                                "slurmctld saves its state (registered nodes, jobs) there");
       !s) {
     return Fail(s.error());
@@ -138,14 +136,12 @@ Result<slurm::MungeKeyState> SetUpSlurmController(RoleEnv& env, const Controller
   params.state_save_location = setup.state_save_location;
   params.accounting = setup.accounting;
   params.use_cgroup = cgroups.use_cgroup;
-  auto conf_changed = EnsureConfigFile(env, slurm::kSlurmConfPath,
-                                       slurm::RenderSlurmConf(params),
-                                       "configless cluster of dynamic nodes, MaxNodeCount=" +
-                                           std::to_string(params.max_nodes));
+  auto conf_changed = EnsureConfigFile(
+      env, slurm::kSlurmConfPath, slurm::RenderSlurmConf(params),
+      "configless cluster of dynamic nodes, MaxNodeCount=" + std::to_string(params.max_nodes));
   if (!conf_changed) return Fail(conf_changed.error());
   auto cgroup_changed = EnsureConfigFile(env, slurm::kCgroupConfPath,
-                                         slurm::RenderCgroupConf(cgroups.use_cgroup),
-                                         cgroups.why);
+                                         slurm::RenderCgroupConf(cgroups.use_cgroup), cgroups.why);
   if (!cgroup_changed) return Fail(cgroup_changed.error());
 
   bool dropin_changed = false;
@@ -165,20 +161,21 @@ Result<slurm::MungeKeyState> SetUpSlurmController(RoleEnv& env, const Controller
   }
 
   if (auto s = EnsureUnitEnabled(env, slurm::kSlurmctldUnit, "multi-user.target",
-                                        "slurmctld must come back after a reboot");
+                                 "slurmctld must come back after a reboot");
       !s) {
     return Fail(s.error());
   }
   std::string restart_why;
   if (*conf_changed || *cgroup_changed) {
-    restart_why = "the Slurm configuration changed: a restart keeps the saved state and the "
-                  "registered nodes (scontrol reconfigure is avoided: it leaves busy dynamic "
-                  "nodes stuck ALLOCATED on 22.05)";
+    restart_why =
+        "the Slurm configuration changed: a restart keeps the saved state and the "
+        "registered nodes (scontrol reconfigure is avoided: it leaves busy dynamic "
+        "nodes stuck ALLOCATED on 22.05)";
   } else if (key->changed) {
     restart_why = "the munge key changed";
   }
-  if (auto s = EnsureUnitRunning(env, slurm::kSlurmctldUnit, !restart_why.empty(),
-                                        restart_why, "the Slurm controller daemon");
+  if (auto s = EnsureUnitRunning(env, slurm::kSlurmctldUnit, !restart_why.empty(), restart_why,
+                                 "the Slurm controller daemon");
       !s) {
     return Fail(s.error());
   }
@@ -187,12 +184,12 @@ Result<slurm::MungeKeyState> SetUpSlurmController(RoleEnv& env, const Controller
   }
 
   if (auto s = EnsureUnitEnabled(env, slurm::kReconcileTimer, "timers.target",
-                                        "removes Slurm nodes whose worker VM is gone");
+                                 "removes Slurm nodes whose worker VM is gone");
       !s) {
     return Fail(s.error());
   }
   if (auto s = EnsureUnitRunning(env, slurm::kReconcileTimer, false, "",
-                                        "runs one-hpc reconcile every 60 s");
+                                 "runs one-hpc reconcile every 60 s");
       !s) {
     return Fail(s.error());
   }
@@ -202,8 +199,8 @@ Result<slurm::MungeKeyState> SetUpSlurmController(RoleEnv& env, const Controller
 Status PublishController(RoleEnv& env, const std::string& host, const std::string& addr,
                          const slurm::MungeKeyState& key) {
   std::string what = "publish " + std::string(slurm::kAttrControllerAddr) + "=" + addr + ", " +
-                     slurm::kAttrControllerHost + "=" + host + " and " +
-                     slurm::kAttrMungeKey + " after a successful configure";
+                     slurm::kAttrControllerHost + "=" + host + " and " + slurm::kAttrMungeKey +
+                     " after a successful configure";
   std::vector<std::pair<std::string, std::string>> attrs;
   if (!key.key.empty()) {
     attrs = {{slurm::kAttrControllerAddr, addr},
@@ -224,8 +221,7 @@ Status PublishController(RoleEnv& env, const std::string& host, const std::strin
   if (same) {
     env.plan.Keep(what, "OneGate already holds these values (sent again in the final update)");
   } else {
-    auto s = env.plan.Do(what,
-                         "workers discover the controller and the munge key through OneGate",
+    auto s = env.plan.Do(what, "workers discover the controller and the munge key through OneGate",
                          [] { return Ok(); });
     if (!s) return s;
   }

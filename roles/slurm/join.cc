@@ -5,24 +5,24 @@
 
 #include "common/base64.h"
 #include "common/log.h"
+#include "roles/ensure.h"
 #include "roles/host/address.h"
 #include "roles/host/hostname.h"
 #include "roles/host/machine.h"
-#include "roles/slurm/munge.h"
 #include "roles/names.h"
+#include "roles/slurm/munge.h"
 #include "roles/slurm/registration.h"
 #include "roles/slurm/slurm_client.h"
 #include "roles/slurm/slurm_conf.h"
-#include "roles/ensure.h"
 #include "roles/slurm/slurmd_unit.h"
 
 namespace onehpc {
 namespace {
 
 bool AllDigits(const std::string& s) {
-  return !s.empty() && s.size() < 10 &&
-         std::all_of(s.begin(), s.end(), [](char c) { return std::isdigit(
-                                                         static_cast<unsigned char>(c)); });
+  return !s.empty() && s.size() < 10 && std::all_of(s.begin(), s.end(), [](char c) {
+    return std::isdigit(static_cast<unsigned char>(c));
+  });
 }
 
 std::string Join(const std::vector<std::string>& items) {
@@ -31,20 +31,20 @@ std::string Join(const std::vector<std::string>& items) {
   return out.empty() ? "none" : out;
 }
 
-// A node record that outlived an earlier life of this VM: trap 4 (the name keeps its old
-// address) and a drain by the reconciler (kept across slurmd restarts, trap 8). Both are
+// A node record that outlived an earlier life of this VM: the name keeps its old address, and
+// a drain by the reconciler is kept across slurmd restarts. Both are
 // positively ours: same name, and the reconciler's exact reason.
 Status FixRegisteredNode(RoleEnv& env, slurm::SlurmClient& client, const slurm::SlurmNode& node,
                          const std::string& own_ip) {
   if (!node.addr.empty() && node.addr != own_ip) {
-    auto s = env.plan.Do("set NodeAddr of " + node.name + " to " + own_ip,
-                         "Slurm kept the old address " + node.addr +
-                             " of a previous registration under this name",
-                         [&]() -> Status {
-                           auto r = client.SetNodeAddr(node.name, own_ip);
-                           if (!r) return Fail(r.error());
-                           return Ok();
-                         });
+    auto s = env.plan.Do(
+        "set NodeAddr of " + node.name + " to " + own_ip,
+        "Slurm kept the old address " + node.addr + " of a previous registration under this name",
+        [&]() -> Status {
+          auto r = client.SetNodeAddr(node.name, own_ip);
+          if (!r) return Fail(r.error());
+          return Ok();
+        });
     if (!s) return s;
   }
   if (node.IsDrain() && node.reason == slurm::kReconcileDrainReason) {
@@ -52,8 +52,7 @@ Status FixRegisteredNode(RoleEnv& env, slurm::SlurmClient& client, const slurm::
                          "it was drained by the reconciler ('" + node.reason +
                              "') but this VM is in the service and publishes its name",
                          [&]() -> Status {
-                           auto r = client.SetState(node.name, slurm::NodeStateChange::kResume,
-                                                    "");
+                           auto r = client.SetState(node.name, slurm::NodeStateChange::kResume, "");
                            if (!r) return Fail(r.error());
                            return Ok();
                          });
@@ -81,8 +80,8 @@ Result<ControllerInfo> JoinSlurmCluster(RoleEnv& env, const JoinSetup& setup) {
   RetryPolicy policy = env.plan.dry_run() || setup.once
                            ? RetryPolicy::Once()
                            : RetryPolicy::Until(timeout, Duration(1000), Duration(15000), 0.3);
-  auto ctl = DiscoverController(*env.onegate, std::stoi(vmid), policy, env.clock,
-                                setup.controller_role);
+  auto ctl =
+      DiscoverController(*env.onegate, std::stoi(vmid), policy, env.clock, setup.controller_role);
   if (!ctl) {
     return Fail(ctl.error().WithContext("cannot find a ready Slurm controller through OneGate"));
   }
@@ -94,9 +93,9 @@ Result<ControllerInfo> JoinSlurmCluster(RoleEnv& env, const JoinSetup& setup) {
   if (auto s = host::EnsureHostname(env, *name, "the Slurm node name is the host name"); !s) {
     return Fail(s.error());
   }
-  if (auto s = host::EnsureHostsBlock(
-          env, {{own->ip, *name}, {ctl->addr, ctl->host}},
-          "this node and the controller resolve to their service addresses");
+  if (auto s =
+          host::EnsureHostsBlock(env, {{own->ip, *name}, {ctl->addr, ctl->host}},
+                                 "this node and the controller resolve to their service addresses");
       !s) {
     return Fail(s.error());
   }
@@ -140,12 +139,14 @@ Result<ControllerInfo> JoinSlurmCluster(RoleEnv& env, const JoinSetup& setup) {
         "publish " + std::string(slurm::kAttrNodeName) + "=" + *name + " in OneGate",
         "before slurmd registers, so that the controller's reconciler never takes this node "
         "for one whose VM is gone",
-        [&] { return env.onegate->UpdateVm({{slurm::kAttrNodeName, *name}}); });
+        [&] {
+          return env.onegate->UpdateVm({{slurm::kAttrNodeName, *name}});
+        });
     if (!s) return Fail(s.error());
   }
 
   if (auto s = EnsureUnitEnabled(env, slurm::kSlurmdUnit, "multi-user.target",
-                                        "the node rejoins after a reboot");
+                                 "the node rejoins after a reboot");
       !s) {
     return Fail(s.error());
   }
@@ -158,7 +159,7 @@ Result<ControllerInfo> JoinSlurmCluster(RoleEnv& env, const JoinSetup& setup) {
   } else if (key->changed) {
     restart_why = "the munge key changed";
   } else if (env.files.Exists(slurm::kConfiglessSlurmConf)) {
-    // Trap 3 and trap 1: a slurmd whose node was deleted (or rejected by a full table) never
+    // A slurmd whose node was deleted (or rejected by a full table) never
     // registers again by itself; only a restart makes it try.
     auto active = env.systemd.IsActive(slurm::kSlurmdUnit);
     if (active && *active) {
@@ -170,8 +171,8 @@ Result<ControllerInfo> JoinSlurmCluster(RoleEnv& env, const JoinSetup& setup) {
       }
     }
   }
-  if (auto s = EnsureUnitRunning(env, slurm::kSlurmdUnit, !restart_why.empty(),
-                                        restart_why, "slurmd joins the cluster");
+  if (auto s = EnsureUnitRunning(env, slurm::kSlurmdUnit, !restart_why.empty(), restart_why,
+                                 "slurmd joins the cluster");
       !s) {
     return Fail(s.error());
   }
@@ -189,18 +190,17 @@ Result<ControllerInfo> JoinSlurmCluster(RoleEnv& env, const JoinSetup& setup) {
   }
 
   if (auto s = EnsureUnitEnabled(env, slurm::kSelfDrainUnit, "multi-user.target",
-                                        "removes the node from Slurm when the VM shuts down");
+                                 "removes the node from Slurm when the VM shuts down");
       !s) {
     return Fail(s.error());
   }
   if (auto s = EnsureUnitRunning(env, slurm::kSelfDrainUnit, false, "",
-                                        "arms the shutdown hook (its ExecStop runs at shutdown)");
+                                 "arms the shutdown hook (its ExecStop runs at shutdown)");
       !s) {
     return Fail(s.error());
   }
   return *ctl;
 }
-
 
 Result<std::string> WorkerNodeName(const ContextVars& vars, const std::string& prefix) {
   auto it = vars.find("SET_HOSTNAME");
@@ -228,8 +228,7 @@ Result<ControllerInfo> ControllerFromService(const ServiceInfo& service, int own
     std::vector<std::string> names;
     for (const auto& r : service.roles) names.push_back("'" + r.name + "'");
     return Fail(ErrorKind::kNotFound, "service '" + service.name + "' has no role named '" +
-                                          controller_role + "' (roles: " + Join(names) +
-                                          ")");
+                                          controller_role + "' (roles: " + Join(names) + ")");
   }
   std::vector<std::string> waiting;
   for (const auto& node : role->nodes) {
@@ -251,8 +250,8 @@ Result<ControllerInfo> ControllerFromService(const ServiceInfo& service, int own
     std::string where = " published by " + controller_role + " VM " + std::to_string(node.vm_id);
     auto key = Base64DecodeStrict(vm.Attr(slurm::kAttrMungeKey));
     if (!key) {
-      return Fail(ErrorKind::kInvalidInput, std::string(slurm::kAttrMungeKey) + where + ": " +
-                                                key.error().message);
+      return Fail(ErrorKind::kInvalidInput,
+                  std::string(slurm::kAttrMungeKey) + where + ": " + key.error().message);
     }
     if (auto c = slurm::CheckMungeKey(*key); !c) {
       return Fail(ErrorKind::kInvalidInput,
@@ -260,13 +259,13 @@ Result<ControllerInfo> ControllerFromService(const ServiceInfo& service, int own
     }
     std::string addr = vm.Attr(slurm::kAttrControllerAddr);
     if (!host::ParseIpv4(addr)) {
-      return Fail(ErrorKind::kInvalidInput, std::string(slurm::kAttrControllerAddr) + "='" +
-                                                addr + "'" + where + " is not an IPv4 address");
+      return Fail(ErrorKind::kInvalidInput, std::string(slurm::kAttrControllerAddr) + "='" + addr +
+                                                "'" + where + " is not an IPv4 address");
     }
     std::string host = vm.Attr(slurm::kAttrControllerHost);
     if (!host::IsValidHostLabel(host)) {
-      return Fail(ErrorKind::kInvalidInput, std::string(slurm::kAttrControllerHost) + "='" +
-                                                host + "'" + where + " is not a host name");
+      return Fail(ErrorKind::kInvalidInput, std::string(slurm::kAttrControllerHost) + "='" + host +
+                                                "'" + where + " is not a host name");
     }
     log::AddSecret(vm.Attr(slurm::kAttrMungeKey));
     info.vm_id = node.vm_id;

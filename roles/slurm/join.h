@@ -20,11 +20,11 @@ namespace onehpc {
 /// What a worker learns about the controller from one extended service document.
 struct ControllerInfo {
   int vm_id = -1;
-  std::string addr;      ///< SLURM_CONTROLLER_ADDR
-  std::string host;      ///< SLURM_CONTROLLER_HOST
-  std::string munge_key; ///< decoded SLURM_MUNGE_KEY_BASE64 (secret)
-  std::vector<VmNic> nics;      ///< the controller VM's NICs
-  std::vector<VmNic> own_nics;  ///< this VM's NICs ({} when it is not listed yet)
+  std::string addr;                ///< SLURM_CONTROLLER_ADDR
+  std::string host;                ///< SLURM_CONTROLLER_HOST
+  std::string munge_key;           ///< decoded SLURM_MUNGE_KEY_BASE64 (secret)
+  std::vector<VmNic> nics;         ///< the controller VM's NICs
+  std::vector<VmNic> own_nics;     ///< this VM's NICs ({} when it is not listed yet)
   std::string own_published_name;  ///< this VM's SLURM_NODENAME as OneGate has it ("" if none)
   /// The controller VM's USER_TEMPLATE (what else it publishes, e.g. the portal's users).
   std::map<std::string, std::string> published;
@@ -34,17 +34,16 @@ struct ControllerInfo {
 /// ("controller" in OneSlurm, "portal" in Open OnDemand), a node whose USER_TEMPLATE has
 /// READY=YES, the address, host and a valid base64 munge key. kNotFound (role missing,
 /// nothing ready yet) or kInvalidInput (bad published values) otherwise.
-Result<ControllerInfo> ControllerFromService(const ServiceInfo& service, int own_vm_id,
-                                             const std::string& controller_role =
-                                                 slurm::kControllerRole);
+Result<ControllerInfo> ControllerFromService(
+    const ServiceInfo& service, int own_vm_id,
+    const std::string& controller_role = slurm::kControllerRole);
 
 /// One `GET /service?extended=true` per attempt until ControllerFromService succeeds; every
 /// failure (OneGate errors, no controller role yet, not ready) is retried with backoff and
 /// jitter until `policy.deadline`; the final error says what was missing last.
-Result<ControllerInfo> DiscoverController(OneGateClient& onegate, int own_vm_id,
-                                          const RetryPolicy& policy, Clock& clock,
-                                          const std::string& controller_role =
-                                              slurm::kControllerRole);
+Result<ControllerInfo> DiscoverController(
+    OneGateClient& onegate, int own_vm_id, const RetryPolicy& policy, Clock& clock,
+    const std::string& controller_role = slurm::kControllerRole);
 
 /// How a VM joins a Slurm cluster as a dynamic node.
 struct JoinSetup {

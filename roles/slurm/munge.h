@@ -13,8 +13,8 @@ struct RoleEnv;
 
 namespace onehpc::slurm {
 
-inline constexpr size_t kMungeKeyBytes = 128;     ///< what `mungekey` creates by default
-inline constexpr size_t kMungeKeyMinBytes = 32;   ///< munged refuses shorter keys
+inline constexpr size_t kMungeKeyBytes = 128;    ///< what `mungekey` creates by default
+inline constexpr size_t kMungeKeyMinBytes = 32;  ///< munged refuses shorter keys
 inline constexpr size_t kMungeKeyMaxBytes = 1024 * 1024;
 
 /// Random bytes from getrandom(2).

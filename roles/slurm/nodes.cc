@@ -23,9 +23,7 @@ std::vector<std::string_view> Lines(std::string_view text) {
   return lines;
 }
 
-bool IsKeyChar(char c) {
-  return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
-}
+bool IsKeyChar(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
 
 // Key=Value words; a value runs until the next " Key=" (a word that starts with a letter and
 // holds only [A-Za-z0-9_] up to its '='), so values with spaces (OS=, Reason=) stay whole.
@@ -84,8 +82,8 @@ Status ExpandInto(const std::string& pattern, std::vector<std::string>& out, siz
   size_t pos = 0;
   while (pos <= ranges.size()) {
     size_t comma = ranges.find(',', pos);
-    std::string part = ranges.substr(pos, comma == std::string::npos ? std::string::npos
-                                                                     : comma - pos);
+    std::string part =
+        ranges.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
     size_t dash = part.find('-');
     std::string lo_text = part.substr(0, dash);
     std::string hi_text = dash == std::string::npos ? lo_text : part.substr(dash + 1);

@@ -48,7 +48,7 @@ Result<std::map<std::string, std::vector<std::string>>> ParseSqueueJobNodes(
 
 /// A node name we are willing to put into an scontrol argument: [A-Za-z0-9._-], not starting
 /// with '-' or '.', at most 64 characters. Rejects ',' and brackets, which scontrol would read
-/// as a host list (trap 6: a multi-name delete partially succeeds).
+/// as a host list (a multi-name delete partially succeeds).
 bool IsValidNodeName(std::string_view name);
 
 }  // namespace onehpc::slurm

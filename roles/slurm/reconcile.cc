@@ -20,12 +20,18 @@ std::string JoinIds(const std::vector<std::string>& ids) {
 
 const char* Verb(Action action) {
   switch (action) {
-    case Action::kKeepPublished: return "keep";
-    case Action::kKeepResponding: return "keep";
-    case Action::kKeepDrained: return "keep";
-    case Action::kDelete: return "delete";
-    case Action::kDrain: return "drain";
-    case Action::kSkipped: return "skip";
+    case Action::kKeepPublished:
+      return "keep";
+    case Action::kKeepResponding:
+      return "keep";
+    case Action::kKeepDrained:
+      return "keep";
+    case Action::kDelete:
+      return "delete";
+    case Action::kDrain:
+      return "drain";
+    case Action::kSkipped:
+      return "skip";
   }
   return "?";
 }
@@ -77,8 +83,9 @@ ReconcileDecision DecideNode(const slurm::SlurmNode& node, const std::set<std::s
   }
   if (!node.IsDown() && !node.IsNotResponding()) {
     d.action = Action::kKeepResponding;
-    d.reason = "no VM of the service publishes it, but Slurm sees it responding (State=" +
-               node.state + ")";
+    d.reason =
+        "no VM of the service publishes it, but Slurm sees it responding (State=" + node.state +
+        ")";
     return d;
   }
   if (!slurm::IsValidNodeName(node.name)) {
@@ -144,8 +151,7 @@ Result<ReconcileReport> RunReconcile(const ReconcileOptions& options, OneGateCli
   if (!published) return skip(published.error().message);
   report.published_names = static_cast<int>(published->size());
   if (published->empty()) {
-    return skip("no VM of the service has published " + std::string(slurm::kAttrNodeName) +
-                " yet");
+    return skip("no VM of the service has published " + std::string(slurm::kAttrNodeName) + " yet");
   }
 
   slurm::SlurmClientOptions client_options;
@@ -178,11 +184,10 @@ Result<ReconcileReport> RunReconcile(const ReconcileOptions& options, OneGateCli
       acts = false;
     }
     if (acts && !options.dry_run) {
-      Result<slurm::NodeChange> r =
-          d.action == Action::kDelete
-              ? client.DeleteNode(node.name)
-              : client.SetState(node.name, slurm::NodeStateChange::kDrain,
-                                slurm::kReconcileDrainReason);
+      Result<slurm::NodeChange> r = d.action == Action::kDelete
+                                        ? client.DeleteNode(node.name)
+                                        : client.SetState(node.name, slurm::NodeStateChange::kDrain,
+                                                          slurm::kReconcileDrainReason);
       if (!r) {
         d.ok = false;
         d.error = r.error().message;

@@ -46,13 +46,13 @@ struct ReconcileDecision {
     kKeepDrained,     ///< already drained by us and jobs still run: delete later
     kDelete,
     kDrain,
-    kSkipped,         ///< a name we refuse to pass to scontrol, or the time budget ran out
+    kSkipped,  ///< a name we refuse to pass to scontrol, or the time budget ran out
   };
   std::string node;
   std::string state;
   Action action = Action::kKeepPublished;
-  std::string reason;   ///< why (one log line)
-  bool ok = true;       ///< false when the change failed
+  std::string reason;  ///< why (one log line)
+  bool ok = true;      ///< false when the change failed
   std::string error;
 };
 

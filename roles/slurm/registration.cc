@@ -41,10 +41,10 @@ Result<SlurmNode> WaitForRegistration(const Files& files, SlurmClient& client, C
   if (auto conf = files.ReadIfExists(check.fetched_conf); conf && conf->has_value()) {
     max_nodes = SlurmConfValue(**conf, "MaxNodeCount").value_or("?");
   }
-  return Fail(ErrorKind::kProcess,
-              "Slurm node " + name + " did not register with " + ctl + " within " + seconds +
-                  "s: the node table may be full (MaxNodeCount=" + max_nodes + ") (last: " +
-                  node.error().message + ")");
+  return Fail(ErrorKind::kProcess, "Slurm node " + name + " did not register with " + ctl +
+                                       " within " + seconds +
+                                       "s: the node table may be full (MaxNodeCount=" + max_nodes +
+                                       ") (last: " + node.error().message + ")");
 }
 
 }  // namespace onehpc::slurm

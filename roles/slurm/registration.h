@@ -1,5 +1,5 @@
 // Proof that a dynamic node really joined: slurmd exits 0 and keeps running even when
-// slurmctld rejects its registration because the node table is full (trap 1), so the only
+// slurmctld rejects its registration because the node table is full, so the only
 // evidence is the node record itself.
 #ifndef ONEHPC_ROLES_SLURM_REGISTRATION_H_
 #define ONEHPC_ROLES_SLURM_REGISTRATION_H_
@@ -8,9 +8,9 @@
 
 #include "common/clock.h"
 #include "common/error.h"
+#include "roles/names.h"
 #include "roles/os/files.h"
 #include "roles/slurm/nodes.h"
-#include "roles/names.h"
 #include "roles/slurm/slurm_client.h"
 
 namespace onehpc::slurm {

@@ -38,8 +38,9 @@ struct Run {
     if (!down) {
       Problem("setting " + node + " DOWN failed: " + down.error().message);
       if (down.error().message.find("timed out") != std::string::npos) {
-        Problem("not trying the delete: the controller does not answer; its reconciler removes "
-                "the node once Slurm sees it DOWN");
+        Problem(
+            "not trying the delete: the controller does not answer; its reconciler removes "
+            "the node once Slurm sees it DOWN");
         return;
       }
     } else if (*down == slurm::NodeChange::kAlreadyGone) {
@@ -85,9 +86,10 @@ Result<SelfDrainReport> RunSelfDrain(const SelfDrainOptions& options, ProcessRun
   std::error_code ec;
   report.had_config = std::filesystem::exists(options.slurm_conf, ec);
   if (!report.had_config) {
-    log::Info("self-drain: {} does not exist (slurmd never fetched a configuration, so this VM "
-              "never registered): no Slurm node to remove",
-              options.slurm_conf);
+    log::Info(
+        "self-drain: {} does not exist (slurmd never fetched a configuration, so this VM "
+        "never registered): no Slurm node to remove",
+        options.slurm_conf);
     report.deleted = true;
   } else {
     slurm::SlurmClientOptions client_options;
@@ -97,7 +99,8 @@ Result<SelfDrainReport> RunSelfDrain(const SelfDrainOptions& options, ProcessRun
     run.RemoveNode(client);
   }
 
-  // 3. Stop slurmd, always (trap 3), without waiting for the job: at shutdown slurmd's stop
+  // 3. Stop slurmd, always (a deleted node's slurmd never registers again), without waiting for the
+  // job: at shutdown slurmd's stop
   //    job is ordered after ours, so waiting would deadlock.
   auto stop = systemd.StopNoBlock(options.slurmd_unit);
   if (!stop) {

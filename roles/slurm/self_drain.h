@@ -1,7 +1,7 @@
 // `one-hpc self-drain`: the ExecStop of oneslurm-self-drain.service on a worker. At shutdown
 // (ordered After=slurmd, munge and the network, so it runs while they are still up) it sets
 // this VM's node DOWN with a reason, deletes it, and stops slurmd (a deleted node whose slurmd
-// keeps running never registers again: trap 3). Every call has a short timeout and the whole
+// keeps running never registers again). Every call has a short timeout and the whole
 // run is bounded well below the unit's TimeoutStopSec, so it never hangs a shutdown.
 #ifndef ONEHPC_ROLES_SLURM_SELF_DRAIN_H_
 #define ONEHPC_ROLES_SLURM_SELF_DRAIN_H_
@@ -11,9 +11,9 @@
 
 #include "common/clock.h"
 #include "common/error.h"
+#include "roles/names.h"
 #include "roles/os/process.h"
 #include "roles/os/systemd.h"
-#include "roles/names.h"
 
 namespace onehpc {
 
@@ -30,9 +30,9 @@ struct SelfDrainOptions {
 
 struct SelfDrainReport {
   std::string node;
-  bool had_config = false;    ///< the configless config existed
+  bool had_config = false;  ///< the configless config existed
   bool was_registered = false;
-  bool deleted = false;       ///< verified gone (or was never there)
+  bool deleted = false;  ///< verified gone (or was never there)
   bool slurmd_stop_requested = false;
   std::vector<std::string> problems;  ///< each also logged
 };

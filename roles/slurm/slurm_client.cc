@@ -7,18 +7,14 @@ namespace {
 
 const char* StateWord(NodeStateChange change) {
   switch (change) {
-    case NodeStateChange::kDown: return "DOWN";
-    case NodeStateChange::kDrain: return "DRAIN";
-    case NodeStateChange::kResume: return "RESUME";
+    case NodeStateChange::kDown:
+      return "DOWN";
+    case NodeStateChange::kDrain:
+      return "DRAIN";
+    case NodeStateChange::kResume:
+      return "RESUME";
   }
   return "?";
-}
-
-std::string Trimmed(const std::string& s) {
-  size_t b = s.find_first_not_of(" \t\r\n");
-  if (b == std::string::npos) return "";
-  size_t e = s.find_last_not_of(" \t\r\n");
-  return s.substr(b, e - b + 1);
 }
 
 bool Mentions(const ProcessResult& r, const std::string& needle) {
@@ -26,7 +22,6 @@ bool Mentions(const ProcessResult& r, const std::string& needle) {
 }
 
 }  // namespace
-
 
 SlurmClient::SlurmClient(ProcessRunner& runner, SlurmClientOptions options)
     : runner_(runner), options_(std::move(options)) {}
@@ -57,9 +52,8 @@ Result<std::vector<SlurmNode>> SlurmClient::ShowNodes() {
   auto r = Run({options_.scontrol, "-o", "show", "nodes"});
   if (!r) return Fail(r.error());
   if (r->exit_code != 0) {
-    return Fail(ErrorKind::kProcess,
-                "scontrol -o show nodes failed (exit " + std::to_string(r->exit_code) +
-                    "): " + ProcessText(*r));
+    return Fail(ErrorKind::kProcess, "scontrol -o show nodes failed (exit " +
+                                         std::to_string(r->exit_code) + "): " + ProcessText(*r));
   }
   return ParseShowNodes(r->out);
 }
@@ -87,8 +81,8 @@ Result<std::map<std::string, std::vector<std::string>>> SlurmClient::ActiveJobsB
   auto r = Run({options_.squeue, "-h", "-a", "-t", "RUNNING,SUSPENDED,COMPLETING", "-o", "%i %N"});
   if (!r) return Fail(r.error());
   if (r->exit_code != 0) {
-    return Fail(ErrorKind::kProcess, "squeue failed (exit " + std::to_string(r->exit_code) +
-                                         "): " + ProcessText(*r));
+    return Fail(ErrorKind::kProcess,
+                "squeue failed (exit " + std::to_string(r->exit_code) + "): " + ProcessText(*r));
   }
   return ParseSqueueJobNodes(r->out);
 }
@@ -137,7 +131,8 @@ Result<NodeChange> SlurmClient::DeleteNodeVerified(const std::string& name) {
   if (shown->has_value()) {
     return Fail(ErrorKind::kProcess, "scontrol delete nodename=" + name +
                                          " reported success but the node is still registered "
-                                         "(State=" + (*shown)->state + ")");
+                                         "(State=" +
+                                         (*shown)->state + ")");
   }
   return deleted;
 }

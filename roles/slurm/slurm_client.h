@@ -1,5 +1,5 @@
 // The Slurm client calls one-hpc makes, with a timeout on each and the semantics learned on
-// Slurm 22.05 (../shared/reference/slurm-dynamic-nodes.md §7): one node per delete,
+// Slurm 22.05 (tested against it in tests/integration/slurm_real_test.cc): one node per delete,
 // "Invalid node name specified" means the node is already gone, and exit codes are not
 // trusted alone — callers that must know verify with ShowNode (or the next ShowNodes).
 #ifndef ONEHPC_ROLES_SLURM_SLURM_CLIENT_H_
@@ -55,7 +55,7 @@ class SlurmClient {
   /// `scontrol update nodename=NAME state=DOWN|DRAIN|RESUME [reason=REASON]`.
   Result<NodeChange> SetState(const std::string& name, NodeStateChange change,
                               const std::string& reason);
-  /// `scontrol update nodename=NAME nodeaddr=ADDR` (trap 4: a re-registered name keeps its
+  /// `scontrol update nodename=NAME nodeaddr=ADDR` (a re-registered name keeps its
   /// old address).
   Result<NodeChange> SetNodeAddr(const std::string& name, const std::string& addr);
 
@@ -74,7 +74,6 @@ class SlurmClient {
   SlurmClientOptions options_;
   int calls_ = 0;
 };
-
 
 }  // namespace onehpc::slurm
 

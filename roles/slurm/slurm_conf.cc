@@ -63,21 +63,25 @@ CgroupChoice DetectCgroups(const Files& files) {
   auto v2 = files.ReadIfExists("/sys/fs/cgroup/cgroup.controllers");
   if (v2 && v2->has_value()) {
     if (!HasWord(**v2, "memory")) {
-      return {false, "cgroup v2 without the memory controller: /sys/fs/cgroup/cgroup.controllers "
-                     "lists '" + std::string(**v2).substr(0, (**v2).find('\n')) + "'"};
+      return {false,
+              "cgroup v2 without the memory controller: /sys/fs/cgroup/cgroup.controllers "
+              "lists '" +
+                  std::string(**v2).substr(0, (**v2).find('\n')) + "'"};
     }
     auto mounts = CgroupMounts(files, "cgroup2");
     if (!mounts) return {false, "cgroup v2, but /proc/mounts is unreadable"};
     for (const auto& [target, opts] : *mounts) {
       if (target != "/sys/fs/cgroup") continue;
       if (Has(opts, "ro")) {
-        return {false, "cgroup v2 with the memory controller, but /sys/fs/cgroup is mounted "
-                       "read-only (a container): slurmd could not create its cgroups"};
+        return {false,
+                "cgroup v2 with the memory controller, but /sys/fs/cgroup is mounted "
+                "read-only (a container): slurmd could not create its cgroups"};
       }
       return {true, "cgroup v2 with the memory controller (/sys/fs/cgroup/cgroup.controllers)"};
     }
-    return {false, "cgroup v2 controllers listed, but no cgroup2 mount on /sys/fs/cgroup in "
-                   "/proc/mounts"};
+    return {false,
+            "cgroup v2 controllers listed, but no cgroup2 mount on /sys/fs/cgroup in "
+            "/proc/mounts"};
   }
   bool v1 = files.Exists("/sys/fs/cgroup/memory/tasks") &&
             files.Exists("/sys/fs/cgroup/freezer/tasks") &&

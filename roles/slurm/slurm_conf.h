@@ -6,8 +6,8 @@
 #include <string>
 #include <string_view>
 
-#include "roles/os/files.h"
 #include "roles/names.h"
+#include "roles/os/files.h"
 
 namespace onehpc::slurm {
 
@@ -32,7 +32,7 @@ struct SlurmConfParams {
   bool use_cgroup = false;
   int slurmd_timeout = 60;
   /// Job accounting through slurmdbd on the controller's host (the Open OnDemand portal).
-  bool accounting = false;      ///< seconds until an unresponsive node is marked DOWN
+  bool accounting = false;  ///< seconds until an unresponsive node is marked DOWN
   // Paths (overridable for tests and the lab; the defaults are Debian's package layout).
   std::string state_save_location = kStateSaveLocation;
   std::string slurmd_spool_dir = kSlurmdSpoolDir;

@@ -8,8 +8,7 @@ namespace onehpc::slurm {
 
 std::string SlurmdNodeConf(const SlurmdUnitParams& p) {
   std::string conf = "CPUs=" + std::to_string(p.cpus) +
-                     " RealMemory=" + std::to_string(p.real_memory_mb) +
-                     " Feature=" + kNodeFeature;
+                     " RealMemory=" + std::to_string(p.real_memory_mb) + " Feature=" + kNodeFeature;
   if (p.gpus > 0) conf += " Gres=gpu:" + std::to_string(p.gpus);
   return conf;
 }

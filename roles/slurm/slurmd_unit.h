@@ -4,7 +4,6 @@
 
 #include <string>
 
-
 namespace onehpc::slurm {
 
 /// Everything that goes into the slurmd unit of a dynamic node.

@@ -1,14 +1,14 @@
 #include "roles/squid/cvmfs_proxy.h"
 
-#include <regex>
-#include <sstream>
-
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <regex>
+#include <sstream>
+
 #include "common/log.h"
-#include "roles/role.h"
 #include "roles/ensure.h"
+#include "roles/role.h"
 
 namespace onehpc::squid {
 
@@ -108,9 +108,8 @@ Result<std::string> SiteProxyUrl(const Settings& settings) {
   bool ok = std::regex_match(url, m, kUrl);
   if (ok && m[4].matched && std::stol(m[4].str()) > 65535) ok = false;  // at most 5 digits
   if (!ok) {
-    return Fail(ErrorKind::kInvalidInput,
-                fmt::format("{}='{}' is not valid ({}=YES): {}", kProxyUrl, url, kProxyEnabled,
-                            expected));
+    return Fail(ErrorKind::kInvalidInput, fmt::format("{}='{}' is not valid ({}=YES): {}",
+                                                      kProxyUrl, url, kProxyEnabled, expected));
   }
   return url;
 }
@@ -122,10 +121,14 @@ std::string RenderSquidConf(const SquidConfig& config) {
       "# compute network. Rewritten by every configure; the packaged file is kept as\n"
       "# squid.conf.one-hpc-orig. Change ONEAPP_SQUID_NETS, or use a site proxy with\n"
       "# ONEAPP_SOFTWARE_PROXY_ENABLED, rather than this file.\n"
-      "http_port " + std::to_string(kSquidPort) + "\n"
+      "http_port " +
+      std::to_string(kSquidPort) +
+      "\n"
       "\n"
       "# Who may use it: the compute network (ONEAPP_SQUID_NETS) and this VM; nothing else.\n"
-      "acl localnet src " + nets + "\n"
+      "acl localnet src " +
+      nets +
+      "\n"
       "http_access allow localhost manager\n"
       "http_access deny manager\n"
       "http_access deny CONNECT\n"
@@ -138,7 +141,9 @@ std::string RenderSquidConf(const SquidConfig& config) {
       "cache_mem 256 MB\n"
       "maximum_object_size_in_memory 128 KB\n"
       "maximum_object_size 1024 MB\n"
-      "cache_dir ufs /var/spool/squid " + std::to_string(kCacheMb) + " 16 256\n"
+      "cache_dir ufs /var/spool/squid " +
+      std::to_string(kCacheMb) +
+      " 16 256\n"
       "collapsed_forwarding on\n"
       "minimum_expiry_time 0\n"
       "max_filedescriptors 8192\n"
@@ -155,9 +160,9 @@ Status ParseCheck(ProcessRunner& runner, const std::string& host_path) {
   c.timeout = Duration(30000);
   auto r = runner.Run(c);
   if (!r) {
-    return Fail(ErrorKind::kProcess,
-                "cannot run squid -k parse (Debian package squid installed?): " +
-                    r.error().message);
+    return Fail(
+        ErrorKind::kProcess,
+        "cannot run squid -k parse (Debian package squid installed?): " + r.error().message);
   }
   if (r->timed_out) {
     return Fail(ErrorKind::kProcess, "squid -k parse -f " + host_path + " timed out after 30 s");
@@ -187,10 +192,10 @@ Status EnsureCvmfsProxy(RoleEnv& env, const std::string& compute_net) {
   if (!old) return Fail(old.error());
   bool changed = !old->has_value() || **old != content;
   if (old->has_value() && (*old)->rfind(kHeader, 0) != 0 && !env.files.Exists(kSquidConfOriginal)) {
-    auto s = env.plan.Do(std::string("keep the packaged ") + kSquidConf + " as " +
-                             kSquidConfOriginal,
-                         "one-hpc replaces it; the original stays for reference",
-                         [&] { return env.files.WriteAtomic(kSquidConfOriginal, **old, 0644); });
+    auto s =
+        env.plan.Do(std::string("keep the packaged ") + kSquidConf + " as " + kSquidConfOriginal,
+                    "one-hpc replaces it; the original stays for reference",
+                    [&] { return env.files.WriteAtomic(kSquidConfOriginal, **old, 0644); });
     if (!s) return s;
   }
   if (!changed) {
@@ -212,13 +217,12 @@ Status EnsureCvmfsProxy(RoleEnv& env, const std::string& compute_net) {
     if (!s) return s;
   }
   if (auto s = EnsureUnitEnabled(env, kSquidUnit, "multi-user.target",
-                                        "the CernVM-FS proxy must come back after a reboot");
+                                 "the CernVM-FS proxy must come back after a reboot");
       !s) {
     return s;
   }
-  return EnsureUnitRunning(env, kSquidUnit, changed,
-                                  "its configuration changed",
-                                  "serves CernVM-FS to the compute network on :3128");
+  return EnsureUnitRunning(env, kSquidUnit, changed, "its configuration changed",
+                           "serves CernVM-FS to the compute network on :3128");
 }
 
 }  // namespace onehpc::squid

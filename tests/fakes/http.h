@@ -34,7 +34,6 @@ class ScriptedTransport : public HttpTransport {
   std::deque<Result<HttpResponse>> script_;
 };
 
-
 /// Forwards to a real transport and runs a hook before each request (to change the simulated
 /// world between discovery attempts).
 class HookTransport : public HttpTransport {
@@ -50,7 +49,6 @@ class HookTransport : public HttpTransport {
  private:
   HttpTransport& inner_;
 };
-
 
 /// For runs that never reach the network: every Send fails.
 class NoHttp : public HttpTransport {

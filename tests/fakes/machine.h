@@ -39,9 +39,8 @@ class FakeMachine {
     fs::create_directories(root + "/dev");
     fs::create_directories(root + "/etc/systemd/system");
     fs::create_directories(root + "/sys/fs/cgroup");
-    runner.On({"systemctl", "is-active", "--quiet"}, [this](const Command& c) {
-      return Exit(active.count(c.argv[3]) ? 0 : 3);
-    });
+    runner.On({"systemctl", "is-active", "--quiet"},
+              [this](const Command& c) { return Exit(active.count(c.argv[3]) ? 0 : 3); });
     for (const char* verb : {"start", "restart"}) {
       runner.On({"systemctl", "--no-block", verb}, [this](const Command& c) {
         active.insert(c.argv[3]);
@@ -66,7 +65,8 @@ class FakeMachine {
     });
     runner.On({"munge", "-n"}, [](const Command&) { return Exit(0, "MUNGE:AAAA:\n"); });
     runner.On({"unmunge"}, [](const Command& c) {
-      return c.stdin_data.empty() ? Exit(1, "", "unmunge: no credential") : Exit(0, "STATUS: Success (0)\n");
+      return c.stdin_data.empty() ? Exit(1, "", "unmunge: no credential")
+                                  : Exit(0, "STATUS: Success (0)\n");
     });
   }
   ~FakeMachine() {
@@ -108,7 +108,9 @@ class FakeMachine {
   FakeMounts mounts;
   NoHttp http;
   /// The adapters of this machine, as a run gets them.
-  SystemAdapters Adapters() { return {runner, *files, systemd, block_devices, mounts, clock, http}; }
+  SystemAdapters Adapters() {
+    return {runner, *files, systemd, block_devices, mounts, clock, http};
+  }
 };
 
 /// A slurmctld seen through scontrol/squeue, with state, answering like Slurm 22.05 did in
@@ -124,8 +126,8 @@ class FakeSlurm {
     std::vector<std::string> jobs;
   };
   std::map<std::string, Node> nodes;
-  bool delete_lies = false;  ///< delete answers rc 0 but keeps the node
-  bool down = false;         ///< slurmctld does not answer
+  bool delete_lies = false;      ///< delete answers rc 0 but keeps the node
+  bool down = false;             ///< slurmctld does not answer
   std::vector<std::string> log;  ///< changes applied: "delete n1", "update n1 state=DRAIN ..."
 
   std::string State(const Node& n) const {
@@ -133,16 +135,18 @@ class FakeSlurm {
            (n.not_responding ? "+NOT_RESPONDING" : "");
   }
   std::string Line(const std::string& name, const Node& n) const {
-    std::string line = "NodeName=" + name + " Arch=x86_64 CPUTot=2 AvailableFeatures=one NodeAddr=" +
-                       n.addr + " NodeHostName=" + name +
-                       " OS=Linux 6.1.0 #1 SMP PREEMPT_DYNAMIC Debian RealMemory=1000 State=" +
-                       State(n) + " Partitions=all";
+    std::string line =
+        "NodeName=" + name + " Arch=x86_64 CPUTot=2 AvailableFeatures=one NodeAddr=" + n.addr +
+        " NodeHostName=" + name +
+        " OS=Linux 6.1.0 #1 SMP PREEMPT_DYNAMIC Debian RealMemory=1000 State=" + State(n) +
+        " Partitions=all";
     if (!n.reason.empty()) line += " Reason=" + n.reason + " [root@2026-11-29T16:12:52]";
     return line + "\n";
   }
   void Install(FakeProcessRunner& runner) {
     auto unreachable = [] {
-      return Exit(1, "", "slurm_load_node error: Unable to contact slurm controller (connect failure)\n");
+      return Exit(1, "",
+                  "slurm_load_node error: Unable to contact slurm controller (connect failure)\n");
     };
     runner.On({"scontrol", "-o", "show", "nodes"}, [this, unreachable](const Command&) {
       if (down) return unreachable();
@@ -162,14 +166,14 @@ class FakeSlurm {
       std::string name = c.argv.at(2).substr(std::string("nodename=").size());
       auto it = nodes.find(name);
       if (it == nodes.end()) {
-        return Exit(1, "", "scontrol: error: failed to delete nodes " + name +
-                               "\ndelete_node nodename=" + name +
-                               ": Invalid node name specified\n");
+        return Exit(1, "",
+                    "scontrol: error: failed to delete nodes " + name +
+                        "\ndelete_node nodename=" + name + ": Invalid node name specified\n");
       }
       if (!it->second.jobs.empty() && it->second.base != "DOWN") {
-        return Exit(1, "", "scontrol: error: failed to delete nodes " + name +
-                               "\ndelete_node nodename=" + name +
-                               ": Requested nodes are busy\n");
+        return Exit(1, "",
+                    "scontrol: error: failed to delete nodes " + name +
+                        "\ndelete_node nodename=" + name + ": Requested nodes are busy\n");
       }
       log.push_back("delete " + name);
       if (!delete_lies) nodes.erase(it);

@@ -2,12 +2,12 @@
 #ifndef ONEHPC_TESTS_FAKES_ROLE_RUN_H_
 #define ONEHPC_TESTS_FAKES_ROLE_RUN_H_
 
+#include <gtest/gtest.h>
+
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "context/settings.h"
 #include "roles/plan.h"
@@ -26,8 +26,8 @@ struct RoleRun {
     EXPECT_TRUE(resolved) << (resolved ? "" : resolved.error().message);
     if (resolved) settings = std::make_unique<Settings>(std::move(*resolved));
     SystemAdapters sys{m.runner, *m.files, m.systemd, block_devices, mounts, m.clock, m.http};
-    env = std::make_unique<RoleEnv>(RoleEnv::From(context, *settings, onegate, sys, plan,
-                                                  &publish));
+    env =
+        std::make_unique<RoleEnv>(RoleEnv::From(context, *settings, onegate, sys, plan, &publish));
   }
   /// Plan lines "what [outcome]" for the actions that are not keeps.
   std::vector<std::string> Changes() const {

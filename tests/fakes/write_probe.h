@@ -20,15 +20,15 @@ class FakeWriteProbe : public nfs::WriteProbe {
   /// Every attempt fails with `error` (0: every attempt succeeds).
   void FailAlways(int error) { always_ = error; }
   nfs::WriteProbe::Outcome CreateAndRemove(const std::string& path) override {
-  paths_.push_back(path);
-  if (!script_.empty()) {
-    int error = script_.front();
-    script_.pop_front();
-    if (error != 0) return {error, "create"};
+    paths_.push_back(path);
+    if (!script_.empty()) {
+      int error = script_.front();
+      script_.pop_front();
+      if (error != 0) return {error, "create"};
+      return {};
+    }
+    if (always_ != 0) return {always_, "create"};
     return {};
-  }
-  if (always_ != 0) return {always_, "create"};
-  return {};
   }
   const std::vector<std::string>& paths() const { return paths_; }
 

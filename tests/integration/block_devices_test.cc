@@ -1,12 +1,12 @@
 // BlkidBlockDevices on real loop devices formatted with the real tools. Root only.
 #include "roles/os/block_devices.h"
 
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <fstream>
 #include <random>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "tests/integration/loop_devices.h"
 
@@ -15,8 +15,8 @@ namespace {
 
 using ::testing::Contains;
 using ::testing::HasSubstr;
-using ::testing::IsEmpty;
 using testing::HaveProgram;
+using ::testing::IsEmpty;
 using testing::LoopDevices;
 
 constexpr std::uint64_t kMiB = 1024 * 1024;
@@ -78,8 +78,8 @@ TEST_F(BlockDevicesTest, Ext4WithLabel) {
   EXPECT_EQ(p.label, "ood-home");
   EXPECT_EQ(p.uuid.size(), 36u);
   EXPECT_EQ(p.pt_type, "");
-  EXPECT_THAT(p.signatures, Contains("ext4 usage=filesystem label=ood-home uuid=" + p.uuid +
-                                     " offset=1080"));
+  EXPECT_THAT(p.signatures,
+              Contains("ext4 usage=filesystem label=ood-home uuid=" + p.uuid + " offset=1080"));
 }
 
 TEST_F(BlockDevicesTest, Xfs) {
@@ -149,7 +149,8 @@ TEST_F(BlockDevicesTest, GptWithOnlyTheBackupHeaderIsNotBlank) {
 }
 
 TEST_F(BlockDevicesTest, LuksHeader) {
-  if (!HaveProgram("cryptsetup")) GTEST_SKIP() << "cryptsetup missing (Debian package cryptsetup-bin)";
+  if (!HaveProgram("cryptsetup"))
+    GTEST_SKIP() << "cryptsetup missing (Debian package cryptsetup-bin)";
   std::string dev = Disk();
   // The key comes on stdin, never on the command line; cheap KDF settings for speed.
   Tool({"cryptsetup", "luksFormat", "--batch-mode", "--type", "luks2", "--pbkdf", "pbkdf2",

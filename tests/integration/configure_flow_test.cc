@@ -4,14 +4,13 @@
 
 #include <filesystem>
 #include <fstream>
-
 #include <nlohmann/json.hpp>
 
 #include "common/log.h"
 #include "roles/configure.h"
-#include "tests/simulator/onegate_simulator.h"
-#include "tests/fakes/process_runner.h"
 #include "tests/fakes/clock.h"
+#include "tests/fakes/process_runner.h"
+#include "tests/simulator/onegate_simulator.h"
 
 namespace onehpc {
 namespace {
@@ -137,8 +136,7 @@ TEST_F(ConfigureFlowTest, FailurePublishesOneLineErrorAndNoReady) {
   ConfigureOutcome out = Run({{"ONEAPP_PROBE_FAIL", "yes"}});
   EXPECT_EQ(out.exit_code, kExitFailed);
   EXPECT_EQ(sim_.UserAttr(vm_.id, "READY"), "");  // the stale READY was erased
-  EXPECT_EQ(sim_.UserAttr(vm_.id, "ERROR"),
-            "slurmctld did not start: 'exit 1'; see (log) | more");
+  EXPECT_EQ(sim_.UserAttr(vm_.id, "ERROR"), "slurmctld did not start: 'exit 1'; see (log) | more");
   auto status = nlohmann::json::parse(ReadRoot(kStatusFile));
   EXPECT_EQ(status["result"], "failure");
   // The next successful run erases ERROR.

@@ -6,6 +6,7 @@
 // For inputs we accept, every variable we return must have exactly bash's value, and bash
 // must define no variable we missed. For inputs we reject, the test records why: bash fails
 // too, bash would expand or run something, or we are deliberately stricter than bash.
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -15,8 +16,6 @@
 #include <set>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "context/context_file.h"
 #include "roles/os/process.h"
@@ -52,8 +51,13 @@ class BashOracleTest : public ::testing::Test {
     std::string path = *dir_ + "/context" + std::to_string(++counter) + ".sh";
     std::ofstream(path, std::ios::binary) << text;
     Command command;
-    command.argv = {"/usr/bin/env", "-i", "/bin/bash", "-c",
-                    "set -a; . \"$1\"; status=$?; env -0; exit $status", "bash", path};
+    command.argv = {"/usr/bin/env",
+                    "-i",
+                    "/bin/bash",
+                    "-c",
+                    "set -a; . \"$1\"; status=$?; env -0; exit $status",
+                    "bash",
+                    path};
     command.cwd = *dir_;
     command.timeout = Duration(10000);
     RealProcessRunner runner;

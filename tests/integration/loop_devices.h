@@ -101,8 +101,8 @@ class LoopDevices {
 
 /// True when `program` is found in the PATH (or the usual sbin directories).
 inline bool HaveProgram(const std::string& program) {
-  for (const char* dir : {"/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin",
-                          "/sbin", "/bin"}) {
+  for (const char* dir :
+       {"/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"}) {
     if (::access((std::string(dir) + "/" + program).c_str(), X_OK) == 0) return true;
   }
   return false;

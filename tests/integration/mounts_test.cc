@@ -1,13 +1,12 @@
 // LibmountMounts with a real ext4 on a loop device mounted on a temporary directory. Root only.
 #include "roles/os/mounts.h"
 
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <sys/mount.h>
 #include <unistd.h>
 
 #include <filesystem>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "tests/integration/loop_devices.h"
 

@@ -8,6 +8,8 @@
 //    with the source address from that network namespace; on a writable tmpfs it succeeds and
 //    leaves no probe file behind. Root only.
 #include <fcntl.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <linux/fs.h>
 #include <poll.h>
 #include <sched.h>
@@ -26,9 +28,6 @@
 #include <string>
 #include <vector>
 
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
-
 #include "common/clock.h"
 #include "context/settings.h"
 #include "roles/nfs/client_mounts.h"
@@ -39,8 +38,8 @@
 #include "roles/os/systemd.h"
 #include "roles/plan.h"
 #include "roles/role.h"
-#include "tests/integration/loop_devices.h"
 #include "tests/fakes/http.h"
+#include "tests/integration/loop_devices.h"
 
 namespace onehpc::nfs {
 namespace {

@@ -2,7 +2,6 @@
 // 127.0.0.1: every client path and every fault kind. Backoff sleeps go to a fakes::FakeClock; the
 // only real waiting comes from the (short) per-request timeouts.
 #include <gtest/gtest.h>
-
 #include <httplib.h>
 
 #include <chrono>
@@ -14,8 +13,8 @@
 #include "common/log.h"
 #include "context/http.h"
 #include "context/onegate.h"
-#include "tests/simulator/onegate_simulator.h"
 #include "tests/fakes/clock.h"
+#include "tests/simulator/onegate_simulator.h"
 
 namespace onehpc {
 namespace {
@@ -391,8 +390,7 @@ TEST_F(OneGateClientSimTest, PersistentHangGivesUpWithATimeout) {
   const long long wall = MillisSince(start);
   ASSERT_FALSE(service);
   EXPECT_EQ(service.error().kind, ErrorKind::kNetwork);
-  EXPECT_NE(service.error().message.find("gave up after 3 attempts: timeout:"),
-            std::string::npos)
+  EXPECT_NE(service.error().message.find("gave up after 3 attempts: timeout:"), std::string::npos)
       << service.error().message;
   EXPECT_EQ(sim_.Requests().size(), 3u);
   EXPECT_EQ(client.requests_sent(), 3);
@@ -580,9 +578,8 @@ TEST_F(OneGateClientSimTest, HttpTransportRefusesHeaderInjection) {
 
 TEST(HttpTransportTest, RedirectsAreNotFollowedAndStatusesPassThrough) {
   httplib::Server server;
-  server.Get("/moved", [](const httplib::Request&, httplib::Response& res) {
-    res.set_redirect("/target");
-  });
+  server.Get("/moved",
+             [](const httplib::Request&, httplib::Response& res) { res.set_redirect("/target"); });
   server.Get("/target", [](const httplib::Request&, httplib::Response& res) {
     res.set_content("{}", "application/json");
   });

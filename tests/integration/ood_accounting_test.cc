@@ -1,7 +1,7 @@
 // Accounting dump and restore round trip on a real MariaDB: a private mariadbd on a unix
 // socket in a temporary directory (no TCP), skipped when it cannot start.
-#include "roles/ood/accounting.h"
-
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -14,8 +14,7 @@
 #include <sstream>
 #include <thread>
 
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
+#include "roles/ood/accounting.h"
 
 namespace onehpc::ood {
 namespace {
@@ -49,9 +48,12 @@ class MariaDbTest : public ::testing::Test {
     pid_ = ::fork();
     if (pid_ == 0) {
       ::setpgid(0, 0);
-      std::vector<std::string> args = {"/usr/sbin/mariadbd", "--no-defaults",
-                                       "--datadir=" + dir_ + "/data", "--socket=" + socket_,
-                                       "--skip-networking", "--pid-file=" + dir_ + "/pid",
+      std::vector<std::string> args = {"/usr/sbin/mariadbd",
+                                       "--no-defaults",
+                                       "--datadir=" + dir_ + "/data",
+                                       "--socket=" + socket_,
+                                       "--skip-networking",
+                                       "--pid-file=" + dir_ + "/pid",
                                        "--log-error=" + dir_ + "/error.log",
                                        "--innodb-buffer-pool-size=16M"};
       if (root) args.push_back("--user=root");
@@ -98,8 +100,8 @@ class MariaDbTest : public ::testing::Test {
   // Runs SQL; stdout, or nullopt on failure.
   std::optional<std::string> Sql(const std::string& sql) {
     Command c;
-    c.argv = {"mariadb", "--no-defaults", "--socket=" + socket_, "--user=root", "--batch",
-              "--skip-column-names", "--execute=" + sql};
+    c.argv = {"mariadb", "--no-defaults",       "--socket=" + socket_, "--user=root",
+              "--batch", "--skip-column-names", "--execute=" + sql};
     c.timeout = Duration(30000);
     auto r = runner_.Run(c);
     if (!r || !r->ok()) return std::nullopt;
@@ -115,9 +117,10 @@ class MariaDbTest : public ::testing::Test {
 };
 
 TEST_F(MariaDbTest, DumpAndRestoreSkipATruncatedNewestDump) {
-  ASSERT_TRUE(Sql("CREATE DATABASE slurm_acct_db; CREATE TABLE slurm_acct_db.job_table "
-                  "(id INT PRIMARY KEY, name VARCHAR(64)) ENGINE=InnoDB; INSERT INTO "
-                  "slurm_acct_db.job_table VALUES (1, 'one'), (2, 'two')"));
+  ASSERT_TRUE(
+      Sql("CREATE DATABASE slurm_acct_db; CREATE TABLE slurm_acct_db.job_table "
+          "(id INT PRIMARY KEY, name VARCHAR(64)) ENGINE=InnoDB; INSERT INTO "
+          "slurm_acct_db.job_table VALUES (1, 'one'), (2, 'two')"));
   auto t0 = std::chrono::system_clock::from_time_t(1790000000);
   auto first = DumpAccounting(options_, runner_, t0);
   ASSERT_TRUE(first) << first.error().message;

@@ -3,9 +3,9 @@
 // minimal /etc: the entries made, the password hash checked with crypt_r, a second run that
 // changes no byte, removal (lock + expiry) and re-adding. Skipped without root or when
 // useradd has no --prefix.
-#include "roles/ood/accounts.h"
-
 #include <crypt.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -16,20 +16,18 @@
 #include <string>
 #include <vector>
 
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
-
 #include "common/clock.h"
 #include "context/settings.h"
+#include "roles/ood/accounts.h"
 #include "roles/os/files.h"
 #include "roles/os/process.h"
 #include "roles/os/systemd.h"
 #include "roles/plan.h"
 #include "roles/role.h"
+#include "tests/fakes/http.h"
 #include "tests/fakes/machine.h"
 #include "tests/fakes/onegate_sim.h"
 #include "tests/fakes/role_run.h"
-#include "tests/fakes/http.h"
 
 namespace onehpc::ood {
 namespace {

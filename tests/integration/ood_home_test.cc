@@ -2,10 +2,10 @@
 // "/etc", homes owned by others, skel entries swapped for symlinks, links planted in a
 // half-made home, and a thread racing the creation. Nothing outside the user's home may be
 // written, chowned or chmodded. Skipped without root (chown needs it).
-#include "roles/ood/home.h"
-
 #include <dirent.h>
 #include <fcntl.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -23,8 +23,7 @@
 #include <thread>
 #include <vector>
 
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
+#include "roles/ood/home.h"
 
 namespace onehpc::ood {
 namespace {
@@ -51,31 +50,31 @@ void WriteFile(const std::string& path, const std::string& content, mode_t mode 
 // link target of every entry (lstat, never following).
 std::map<std::string, std::string> Snapshot(const std::string& root) {
   std::map<std::string, std::string> out;
-  std::function<void(const std::string&, const std::string&)> walk =
-      [&](const std::string& dir, const std::string& rel) {
-        struct stat st;
-        if (::lstat(dir.c_str(), &st) != 0) return;
-        std::ostringstream line;
-        line << std::oct << st.st_mode << std::dec << " " << st.st_uid << ":" << st.st_gid
-             << " " << st.st_size << " " << st.st_mtim.tv_sec << "." << st.st_mtim.tv_nsec;
-        if (S_ISREG(st.st_mode)) line << " " << std::hash<std::string>()(ReadAll(dir));
-        if (S_ISLNK(st.st_mode)) {
-          char target[4096];
-          ssize_t n = ::readlink(dir.c_str(), target, sizeof target);
-          line << " -> " << std::string(target, n > 0 ? n : 0);
-        }
-        out[rel.empty() ? "." : rel] = line.str();
-        if (!S_ISDIR(st.st_mode)) return;
-        DIR* d = ::opendir(dir.c_str());
-        if (!d) return;
-        std::vector<std::string> names;
-        while (auto* e = ::readdir(d)) {
-          std::string n = e->d_name;
-          if (n != "." && n != "..") names.push_back(n);
-        }
-        ::closedir(d);
-        for (const auto& n : names) walk(dir + "/" + n, rel.empty() ? n : rel + "/" + n);
-      };
+  std::function<void(const std::string&, const std::string&)> walk = [&](const std::string& dir,
+                                                                         const std::string& rel) {
+    struct stat st;
+    if (::lstat(dir.c_str(), &st) != 0) return;
+    std::ostringstream line;
+    line << std::oct << st.st_mode << std::dec << " " << st.st_uid << ":" << st.st_gid << " "
+         << st.st_size << " " << st.st_mtim.tv_sec << "." << st.st_mtim.tv_nsec;
+    if (S_ISREG(st.st_mode)) line << " " << std::hash<std::string>()(ReadAll(dir));
+    if (S_ISLNK(st.st_mode)) {
+      char target[4096];
+      ssize_t n = ::readlink(dir.c_str(), target, sizeof target);
+      line << " -> " << std::string(target, n > 0 ? n : 0);
+    }
+    out[rel.empty() ? "." : rel] = line.str();
+    if (!S_ISDIR(st.st_mode)) return;
+    DIR* d = ::opendir(dir.c_str());
+    if (!d) return;
+    std::vector<std::string> names;
+    while (auto* e = ::readdir(d)) {
+      std::string n = e->d_name;
+      if (n != "." && n != "..") names.push_back(n);
+    }
+    ::closedir(d);
+    for (const auto& n : names) walk(dir + "/" + n, rel.empty() ? n : rel + "/" + n);
+  };
   walk(root, "");
   return out;
 }

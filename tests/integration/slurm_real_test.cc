@@ -4,6 +4,7 @@
 // Follows ../shared/reference/slurm-lab/ (nsenter --net, not `ip netns exec`; SlurmdTimeout=10).
 // Needs root and the Debian packages slurmctld slurmd slurm-client munge; skipped otherwise.
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -17,22 +18,20 @@
 #include <sstream>
 #include <thread>
 
-#include <gtest/gtest.h>
-
 #include "common/log.h"
 #include "context/http.h"
 #include "context/onegate.h"
+#include "roles/ensure.h"
+#include "roles/names.h"
 #include "roles/os/files.h"
 #include "roles/os/process.h"
 #include "roles/os/systemd.h"
-#include "roles/slurm/reconcile.h"
-#include "roles/slurm/self_drain.h"
 #include "roles/slurm/munge.h"
-#include "roles/names.h"
+#include "roles/slurm/reconcile.h"
 #include "roles/slurm/registration.h"
+#include "roles/slurm/self_drain.h"
 #include "roles/slurm/slurm_client.h"
 #include "roles/slurm/slurm_conf.h"
-#include "roles/ensure.h"
 #include "roles/slurm/slurmd_unit.h"
 #include "tests/fakes/onegate_sim.h"
 #include "tests/simulator/onegate_simulator.h"
@@ -182,8 +181,8 @@ class Lab {
 
   bool StartCtld(int max_nodes, bool clean, std::string* why) {
     WriteConf(max_nodes);
-    std::vector<std::string> argv = {"nsenter", std::string("--net=/run/netns/") + kCtlNs,
-                                     "slurmctld", "-D", "-f", conf()};
+    std::vector<std::string> argv = {
+        "nsenter", std::string("--net=/run/netns/") + kCtlNs, "slurmctld", "-D", "-f", conf()};
     if (clean) argv.push_back("-c");
     ctld_ = Spawn(argv, dir_ + "/log/slurmctld.out");
     slurm::SlurmClient client = Client();
@@ -204,9 +203,8 @@ class Lab {
     if (!fs::exists("/run/netns/" + ns)) {
       AddNs(ns, "vh" + std::to_string(i), "10.79.0." + std::to_string(10 + i));
     }
-    slurmds_[name] = Spawn({"nsenter", "--net=/run/netns/" + ns, "slurmd", "-D", "-Z", "-N",
-                            name, "--conf-server", kCtlAddr, "--conf",
-                            "RealMemory=500 Feature=one"},
+    slurmds_[name] = Spawn({"nsenter", "--net=/run/netns/" + ns, "slurmd", "-D", "-Z", "-N", name,
+                            "--conf-server", kCtlAddr, "--conf", "RealMemory=500 Feature=one"},
                            dir_ + "/log/slurmd-" + name + ".out");
   }
   void KillSlurmd(const std::string& name, int sig = SIGKILL) {
@@ -261,8 +259,10 @@ class Lab {
   }
   bool AddNs(const std::string& ns, const std::string& veth, const std::string& addr) {
     std::string peer = veth + "p";
-    return Ip({"netns", "add", ns}) && Ip({"link", "add", veth, "type", "veth", "peer", "name", peer}) &&
-           Ip({"link", "set", peer, "netns", ns}) && Ip({"link", "set", veth, "master", kBridge, "up"}) &&
+    return Ip({"netns", "add", ns}) &&
+           Ip({"link", "add", veth, "type", "veth", "peer", "name", peer}) &&
+           Ip({"link", "set", peer, "netns", ns}) &&
+           Ip({"link", "set", veth, "master", kBridge, "up"}) &&
            Ip({"-n", ns, "link", "set", "lo", "up"}) &&
            Ip({"-n", ns, "addr", "add", addr + "/24", "dev", peer}) &&
            Ip({"-n", ns, "link", "set", peer, "up"});
@@ -296,19 +296,19 @@ class Lab {
     std::string key_path = dir_ + "/munge/munge.key";
     auto key = slurm::RandomBytes(128);
     if (!key) return Fail(why, key.error().message);
-    {
-      std::ofstream(key_path, std::ios::binary) << *key;
-    }
+    { std::ofstream(key_path, std::ios::binary) << *key; }
     chmod(key_path.c_str(), 0400);
     chmod((dir_ + "/munge").c_str(), 0700);
     munged_ = Spawn({"munged", "-F", "--force", "--key-file=" + key_path,
                      std::string("--socket=") + kMungeSocket, "--pid-file=" + dir_ + "/munge/pid",
                      "--log-file=" + dir_ + "/munge/log", "--seed-file=" + dir_ + "/munge/seed"},
                     dir_ + "/log/munged.out");
-    if (!WaitFor([&] {
-          auto r = runner_.Run(probe);
-          return r && r->ok();
-        }, milliseconds(10000), milliseconds(50))) {
+    if (!WaitFor(
+            [&] {
+              auto r = runner_.Run(probe);
+              return r && r->ok();
+            },
+            milliseconds(10000), milliseconds(50))) {
       return Fail(why, "munged did not start (see " + dir_ + "/munge/log)");
     }
     return true;
@@ -356,11 +356,12 @@ class SlurmRealTest : public ::testing::Test {
       g_skip = "needs root (network namespaces, munged, slurmctld)";
       return;
     }
-    for (const char* p : {"slurmctld", "slurmd", "scontrol", "squeue", "sbatch", "munged",
-                          "munge", "ip", "nsenter"}) {
+    for (const char* p : {"slurmctld", "slurmd", "scontrol", "squeue", "sbatch", "munged", "munge",
+                          "ip", "nsenter"}) {
       if (!HaveProgram(p)) {
-        g_skip = std::string(p) + " is not installed (apt-get install --no-install-recommends "
-                                  "slurmctld slurmd slurm-client munge)";
+        g_skip = std::string(p) +
+                 " is not installed (apt-get install --no-install-recommends "
+                 "slurmctld slurmd slurm-client munge)";
         return;
       }
     }
@@ -404,10 +405,12 @@ class SlurmRealTest : public ::testing::Test {
   }
   bool WaitState(const std::string& node, const std::function<bool(const slurm::SlurmNode&)>& p,
                  milliseconds timeout) {
-    return WaitFor([&] {
-      auto n = g_lab->Node(node);
-      return n && p(*n);
-    }, timeout);
+    return WaitFor(
+        [&] {
+          auto n = g_lab->Node(node);
+          return n && p(*n);
+        },
+        timeout);
   }
   std::vector<std::string> Names() {
     auto c = g_lab->Client();
@@ -433,16 +436,19 @@ TEST_F(SlurmRealTest, ReconcileDeletesDrainsAndLeavesPublishedNodes) {
   PublishWorker("live");
   PublishWorker("dead-pub");
   for (const char* n : {"live", "dead-pub", "gone", "busy"}) {
-    ASSERT_TRUE(WaitState(n, [](const slurm::SlurmNode& x) { return x.BaseState() == "IDLE"; },
-                          milliseconds(10000)))
+    ASSERT_TRUE(WaitState(
+        n, [](const slurm::SlurmNode& x) { return x.BaseState() == "IDLE"; }, milliseconds(10000)))
         << n << " did not register";
   }
   auto job = g_lab->Slurm({"sbatch", "--no-requeue", "-w", "busy", "-o",
                            g_lab->dir() + "/jobs/%j.out", "--wrap", "sleep 300"});
   ASSERT_TRUE(job.ok()) << job.err;
-  ASSERT_TRUE(WaitFor([&] {
-    return g_lab->Slurm({"squeue", "-h", "-t", "R", "-w", "busy", "-o", "%i"}).out.size() > 1;
-  }, milliseconds(15000))) << "the job did not start on busy";
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return g_lab->Slurm({"squeue", "-h", "-t", "R", "-w", "busy", "-o", "%i"}).out.size() > 1;
+      },
+      milliseconds(15000)))
+      << "the job did not start on busy";
 
   // Nothing to do while every node responds.
   auto idle = Reconcile();
@@ -452,8 +458,8 @@ TEST_F(SlurmRealTest, ReconcileDeletesDrainsAndLeavesPublishedNodes) {
 
   g_lab->KillSlurmd("gone");
   g_lab->KillSlurmd("dead-pub");
-  ASSERT_TRUE(WaitState("gone", [](const slurm::SlurmNode& x) { return x.IsNotResponding(); },
-                        milliseconds(30000)));
+  ASSERT_TRUE(WaitState(
+      "gone", [](const slurm::SlurmNode& x) { return x.IsNotResponding(); }, milliseconds(30000)));
 
   // OneGate faults: no change at all.
   std::vector<sim::Fault> faults = {
@@ -481,8 +487,8 @@ TEST_F(SlurmRealTest, ReconcileDeletesDrainsAndLeavesPublishedNodes) {
 
   // The busy node: killed with its job running -> drained with the exact reason first.
   g_lab->KillSlurmd("busy");
-  ASSERT_TRUE(WaitState("busy", [](const slurm::SlurmNode& x) { return x.IsNotResponding(); },
-                        milliseconds(30000)));
+  ASSERT_TRUE(WaitState(
+      "busy", [](const slurm::SlurmNode& x) { return x.IsNotResponding(); }, milliseconds(30000)));
   auto drain = Reconcile();
   ASSERT_TRUE(drain) << drain.error().message;
   auto busy = g_lab->Node("busy");
@@ -495,10 +501,12 @@ TEST_F(SlurmRealTest, ReconcileDeletesDrainsAndLeavesPublishedNodes) {
     EXPECT_EQ(busy->reason, "removed from OneFlow service");
   }
   // ... and deleted by a later cycle, once Slurm has ended the job on the DOWN node.
-  EXPECT_TRUE(WaitFor([&] {
-    auto r = Reconcile();
-    return r && !g_lab->Registered("busy");
-  }, milliseconds(40000), milliseconds(1000)));
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        auto r = Reconcile();
+        return r && !g_lab->Registered("busy");
+      },
+      milliseconds(40000), milliseconds(1000)));
   // Published nodes are never touched, responding or not.
   EXPECT_TRUE(g_lab->Registered("live"));
   auto dead = g_lab->Node("dead-pub");

@@ -3,6 +3,8 @@
 // answered by a fake; everything touching the disks is real). Every refused case checks that
 // the device's bytes are unchanged. Root only (skips otherwise).
 #include <fcntl.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <sys/mount.h>
 #include <unistd.h>
 
@@ -10,9 +12,6 @@
 #include <fstream>
 #include <random>
 #include <set>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "common/log.h"
 #include "roles/disk/home_disk.h"
@@ -22,17 +21,17 @@
 #include "roles/os/mounts.h"
 #include "roles/os/systemd.h"
 #include "roles/storage.h"
-#include "tests/integration/loop_devices.h"
-#include "tests/fakes/process_runner.h"
 #include "tests/fakes/http.h"
+#include "tests/fakes/process_runner.h"
+#include "tests/integration/loop_devices.h"
 
 namespace onehpc {
 namespace {
 
 using ::testing::HasSubstr;
-using ::testing::Not;
 using testing::HaveProgram;
 using testing::LoopDevices;
+using ::testing::Not;
 
 constexpr std::uint64_t kMiB = 1024 * 1024;
 
@@ -137,8 +136,8 @@ class StorageDiskTest : public ::testing::Test {
     o.candidates = [this](RoleEnv&) -> Result<std::vector<std::string>> { return disks_; };
     auto role = MakeStorageRole(o);
     LoadedContext context;
-    context.vars = {{"ETH0_IP", "192.168.1.10"}, {"ETH1_IP", "10.1.0.3"},
-                    {"ETH1_MASK", "255.255.255.0"}};
+    context.vars = {
+        {"ETH0_IP", "192.168.1.10"}, {"ETH1_IP", "10.1.0.3"}, {"ETH1_MASK", "255.255.255.0"}};
     auto settings = Settings::Resolve(role->Settings(), context.vars);
     EXPECT_TRUE(settings);
     plan_ = std::make_unique<Plan>(PlanMode::kApply);
@@ -302,7 +301,8 @@ TEST_F(StorageDiskTest, SwapRefused) {
 }
 
 TEST_F(StorageDiskTest, LuksRefused) {
-  if (!HaveProgram("cryptsetup")) GTEST_SKIP() << "cryptsetup missing (Debian package cryptsetup-bin)";
+  if (!HaveProgram("cryptsetup"))
+    GTEST_SKIP() << "cryptsetup missing (Debian package cryptsetup-bin)";
   std::string dev = Disk();
   Tool({"cryptsetup", "luksFormat", "--batch-mode", "--type", "luks2", "--pbkdf", "pbkdf2",
         "--pbkdf-force-iterations", "1000", "--key-file", "-", dev},

@@ -6,6 +6,8 @@
 // so the host's exports are never read or changed. The exported paths are rewritten into a
 // temporary directory so that nothing is created under the host's /export. Root only.
 #include <fcntl.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mount.h>
@@ -18,9 +20,6 @@
 #include <fstream>
 #include <sstream>
 #include <thread>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "roles/nfs/exports.h"
 #include "roles/os/process.h"
@@ -154,7 +153,8 @@ TEST_F(ExportfsTest, RenderedExportsAreAccepted) {
   ExportfsRun run = Validate(nfs::RenderExports(c));
   EXPECT_EQ(run.ra_exit, 0) << run.ra_err;
   EXPECT_EQ(run.ra_err, "");
-  EXPECT_THAT(run.listing, HasSubstr("10.1.0.5(sync,wdelay,hide,no_subtree_check,fsid=1,mountpoint"));
+  EXPECT_THAT(run.listing,
+              HasSubstr("10.1.0.5(sync,wdelay,hide,no_subtree_check,fsid=1,mountpoint"));
   EXPECT_THAT(run.listing, HasSubstr("no_root_squash"));
   EXPECT_THAT(run.listing, HasSubstr("10.1.0.0/24("));
   EXPECT_THAT(run.listing, HasSubstr("fsid=2"));

@@ -2,13 +2,12 @@
 // (Debian package squid). The rendered file is written to a temporary directory and given
 // with -f: the host's /etc/squid is never read or changed, and no daemon is started (parse
 // only reads the file). Skipped when squid is not installed.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "roles/os/process.h"
 #include "roles/squid/cvmfs_proxy.h"

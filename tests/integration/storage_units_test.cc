@@ -3,6 +3,7 @@
 // drop-in is accepted on top of a stand-in nfs-server.service. The same for the NFS client
 // mounts of the portal and worker roles (roles/nfs/client_mounts.h), also with the lab's
 // bind drop-in.
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -10,8 +11,6 @@
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "roles/disk/home_disk.h"
 #include "roles/disk/mount_unit.h"
@@ -46,8 +45,8 @@ TEST(StorageUnitsTest, GeneratedMountUnitsVerify) {
   char tmpl[] = "/tmp/onehpc-units.XXXXXX";
   ASSERT_NE(::mkdtemp(tmpl), nullptr);
   std::string dir = tmpl;
-  auto files = disk::RenderMountUnits("0b1c2d3e-aaaa-bbbb-cccc-0123456789ab", "ext4",
-                                      "/export/home");
+  auto files =
+      disk::RenderMountUnits("0b1c2d3e-aaaa-bbbb-cccc-0123456789ab", "ext4", "/export/home");
   auto name = [](const std::string& path) { return path.substr(path.rfind('/') + 1); };
   std::ofstream(dir + "/" + name(files.mount_unit_path)) << files.mount_unit;
   // A stand-in nfs-server.service (the real one may not be installed here) with our drop-in.

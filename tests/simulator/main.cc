@@ -4,13 +4,13 @@
 // Prints the endpoint ("http://ADDR:PORT") on stdout once it accepts connections, then runs
 // until SIGTERM or SIGINT. Services and VMs are created through the operator API (/_sim/...,
 // see onegate_simulator.cc), which --operator-api turns on.
+#include <pthread.h>
+
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <string>
-
-#include <pthread.h>
 
 #include "tests/simulator/onegate_simulator.h"
 

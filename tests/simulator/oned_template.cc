@@ -75,16 +75,26 @@ enum class Tok {
 
 const char* TokName(Tok t) {
   switch (t) {
-    case Tok::kEnd: return "$end";
-    case Tok::kEqual: return "EQUAL";
-    case Tok::kComma: return "COMMA";
-    case Tok::kOBracket: return "OBRACKET";
-    case Tok::kCBracket: return "CBRACKET";
-    case Tok::kEqualEmpty: return "EQUAL_EMPTY";
-    case Tok::kCData: return "CCDATA";
-    case Tok::kString: return "STRING";
-    case Tok::kVariable: return "VARIABLE";
-    case Tok::kBadString: return "STRING";
+    case Tok::kEnd:
+      return "$end";
+    case Tok::kEqual:
+      return "EQUAL";
+    case Tok::kComma:
+      return "COMMA";
+    case Tok::kOBracket:
+      return "OBRACKET";
+    case Tok::kCBracket:
+      return "CBRACKET";
+    case Tok::kEqualEmpty:
+      return "EQUAL_EMPTY";
+    case Tok::kCData:
+      return "CCDATA";
+    case Tok::kString:
+      return "STRING";
+    case Tok::kVariable:
+      return "VARIABLE";
+    case Tok::kBadString:
+      return "STRING";
   }
   return "?";
 }
@@ -99,8 +109,7 @@ struct Token {
 
 bool IsBlank(char c) { return c == ' ' || c == '\t'; }
 bool IsAlnumUnderscore(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-         c == '_';
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
 }
 
 class Lexer {
@@ -131,10 +140,10 @@ class Lexer {
         }
       } else {
         // Rules in order: comment, blanks, VARIABLE, EQUAL, EQUAL_EMPTY, COMMA, CBRACKET.
-        const size_t lens[7] = {MatchComment(), MatchWhitespace(), MatchVariable(),
-                                MatchEqual(false), MatchEqual(true), MatchAround(','),
+        const size_t lens[7] = {MatchComment(),    MatchWhitespace(), MatchVariable(),
+                                MatchEqual(false), MatchEqual(true),  MatchAround(','),
                                 MatchAround(']')};
-        const Tok types[7] = {Tok::kEnd,   Tok::kEnd,        Tok::kVariable, Tok::kEqual,
+        const Tok types[7] = {Tok::kEnd,        Tok::kEnd,   Tok::kVariable, Tok::kEqual,
                               Tok::kEqualEmpty, Tok::kComma, Tok::kCBracket};
         int best = -1;
         for (int r = 0; r < 7; ++r) {
@@ -298,8 +307,8 @@ ParsedTemplate SyntaxError(const Token& t, const std::vector<Tok>& expected) {
       msg += TokName(expected[i]);
     }
   }
-  msg += " at line " + std::to_string(t.line) + ", columns " +
-         std::to_string(t.first_column) + ":" + std::to_string(t.last_column);
+  msg += " at line " + std::to_string(t.line) + ", columns " + std::to_string(t.first_column) +
+         ":" + std::to_string(t.last_column);
   r.error = msg;
   return r;
 }

@@ -17,9 +17,9 @@ std::string EscapeAttr(const std::string& data);
 
 /// One attribute of a parsed template: a single value or a vector attribute.
 struct TemplateAttribute {
-  std::string name;                          ///< upper-cased, as oned stores it
-  std::optional<std::string> value;          ///< set for a single attribute
-  std::map<std::string, std::string> vector; ///< sub-attributes when `value` is unset
+  std::string name;                           ///< upper-cased, as oned stores it
+  std::optional<std::string> value;           ///< set for a single attribute
+  std::map<std::string, std::string> vector;  ///< sub-attributes when `value` is unset
 };
 
 /// Result of ParseOnedTemplate: attributes in text order, or oned's error message.

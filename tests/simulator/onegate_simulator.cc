@@ -43,6 +43,7 @@
 #include "tests/simulator/onegate_simulator.h"
 
 #include <arpa/inet.h>
+#include <httplib.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -52,19 +53,17 @@
 #include <atomic>
 #include <cctype>
 #include <cerrno>
-#include <cstdio>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <set>
 #include <thread>
 #include <utility>
 #include <variant>
-
-#include <httplib.h>
-#include <nlohmann/json.hpp>
 
 #include "tests/simulator/oned_template.h"
 
@@ -97,8 +96,7 @@ bool StartsWith(const std::string& s, const std::string& prefix) {
   return s.compare(0, prefix.size(), prefix) == 0;
 }
 bool AllDigits(const std::string& s) {
-  return !s.empty() &&
-         std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
 // Ruby's String#to_i: optional blanks and sign, then leading digits; 0 otherwise.
@@ -213,9 +211,7 @@ class Connection final : public httplib::Stream {
   Connection(int fd, const std::atomic<bool>& stopping) : fd_(fd), stopping_(stopping) {}
   ~Connection() override { Close(); }
 
-  bool is_readable() const override {
-    return pos_ < buf_.size() || Poll(POLLIN, kReadTimeoutMs);
-  }
+  bool is_readable() const override { return pos_ < buf_.size() || Poll(POLLIN, kReadTimeoutMs); }
   bool is_writable() const override { return fd_ >= 0 && Poll(POLLOUT, kWriteTimeoutMs); }
 
   ssize_t read(char* ptr, size_t size) override {
@@ -333,7 +329,9 @@ class Connection final : public httplib::Stream {
   void Abort(bool reset) {
     if (fd_ < 0) return;
     if (reset) {
-      struct linger l{1, 0};
+      struct linger l {
+        1, 0
+      };
       ::setsockopt(fd_, SOL_SOCKET, SO_LINGER, &l, sizeof(l));
     } else {
       ::shutdown(fd_, SHUT_RDWR);
@@ -947,8 +945,8 @@ struct OneGateSimulator::Impl {
     v["RESCHED"] = "0";
     v["STIME"] = std::to_string(vm.stime);
     v["ETIME"] = std::to_string(vm.etime);
-    v["DEPLOY_ID"] = vm.state == states::kVmPending ? OJson::object()
-                                                    : OJson("one-" + std::to_string(vm.id));
+    v["DEPLOY_ID"] =
+        vm.state == states::kVmPending ? OJson::object() : OJson("one-" + std::to_string(vm.id));
     v["MONITORING"] = OJson::object();
     v["TEMPLATE"] = OJson::parse(tmpl.dump());
     v["USER_TEMPLATE"] = OJson::parse(RenderUserTemplate(vm, false).dump());
@@ -1037,8 +1035,8 @@ struct OneGateSimulator::Impl {
     if (auto* reply = std::get_if<Reply>(&check)) return *reply;
     Vm* vm = FindVm(static_cast<int>(requested));
     if (!vm) {
-      return Error(404, "[one.vm.info] Error getting virtual machine [" +
-                            std::to_string(requested) + "].");
+      return Error(
+          404, "[one.vm.info] Error getting virtual machine [" + std::to_string(requested) + "].");
     }
     return vm;
   }
@@ -1074,8 +1072,8 @@ struct OneGateSimulator::Impl {
       start = end + 1;
     }
     if (vm.state == states::kVmDone) {
-      return Error(500, "[one.vm.update] Error updating virtual machine [" +
-                            std::to_string(vm.id) + "]: VM is in DONE state.");
+      return Error(500, "[one.vm.update] Error updating virtual machine [" + std::to_string(vm.id) +
+                            "]: VM is in DONE state.");
     }
     if (type == 1) {
       const ParsedTemplate parsed = ParseOnedTemplate(escaped);
@@ -1142,18 +1140,15 @@ struct OneGateSimulator::Impl {
     const bool hard = action.is_object() && action.contains("params") &&
                       action["params"].is_boolean() && action["params"].get<bool>();
     static const std::set<std::string> kNoOps = {
-        "deploy",          "livemigrate",     "migrate",         "saveas",
-        "snapshot_create", "snapshot_revert", "snapshot_delete", "reboot",
-        "chown",           "chmod",           "resize",          "attachdisk",
-        "detachdisk",      "attachnic",       "detachnic",       "rename",
-        "resched",         "unresched",       "recover"};
+        "deploy",          "livemigrate",     "migrate",    "saveas",    "snapshot_create",
+        "snapshot_revert", "snapshot_delete", "reboot",     "chown",     "chmod",
+        "resize",          "attachdisk",      "detachdisk", "attachnic", "detachnic",
+        "rename",          "resched",         "unresched",  "recover"};
     static const std::map<std::string, std::pair<int, int>> kStateChanges = {
-        {"hold", {2, 0}},    {"release", {1, 0}},  {"stop", {4, 0}},
-        {"suspend", {5, 0}}, {"poweroff", {8, 0}}, {"undeploy", {9, 0}},
-        {"resume", {3, 3}}};
-    const bool known = perform == "terminate" || perform == "shutdown" ||
-                       perform == "delete" || kNoOps.count(perform) ||
-                       kStateChanges.count(perform);
+        {"hold", {2, 0}},     {"release", {1, 0}},  {"stop", {4, 0}},  {"suspend", {5, 0}},
+        {"poweroff", {8, 0}}, {"undeploy", {9, 0}}, {"resume", {3, 3}}};
+    const bool known = perform == "terminate" || perform == "shutdown" || perform == "delete" ||
+                       kNoOps.count(perform) || kStateChanges.count(perform);
     if (!known) return Error(500, perform + " action not available for this resource");
     if (vm.state == states::kVmDone) {
       return Error(500, "[one.vm.action] Error performing action \"" + perform +
@@ -1245,8 +1240,7 @@ struct OneGateSimulator::Impl {
     if (method == "GET" && vms_id) {
       const std::string id = (*vms_id)[0];
       return authed("vm", "show_by_id", [&](Vm& source) {
-        return on_requested(source, id,
-                            [&](Vm& vm) { return Reply{200, FilteredVm(vm).dump()}; });
+        return on_requested(source, id, [&](Vm& vm) { return Reply{200, FilteredVm(vm).dump()}; });
       });
     }
     if (method == "PUT" && vms_id) {
@@ -1421,12 +1415,12 @@ void OneGateSimulator::Impl::Dispatch(const httplib::Request& req, httplib::Resp
     const std::string body = reply.body;
     const size_t announced = std::max<size_t>(body.size(), 2);
     res.status = reply.status;
-    res.set_content_provider(
-        announced, kJsonType,
-        [body](size_t offset, size_t, httplib::DataSink& sink) {
-          if (offset == 0 && body.size() / 2 > 0) sink.write(body.data(), body.size() / 2);
-          return false;
-        });
+    res.set_content_provider(announced, kJsonType,
+                             [body](size_t offset, size_t, httplib::DataSink& sink) {
+                               if (offset == 0 && body.size() / 2 > 0)
+                                 sink.write(body.data(), body.size() / 2);
+                               return false;
+                             });
     return;
   }
   Respond(res, reply.status, reply.body);
@@ -1519,8 +1513,7 @@ RoleSpec RoleSpecFromJson(const Json& j) {
 
 }  // namespace
 
-void OneGateSimulator::Impl::HandleOperator(const httplib::Request& req,
-                                            httplib::Response& res) {
+void OneGateSimulator::Impl::HandleOperator(const httplib::Request& req, httplib::Response& res) {
   // The public methods take the lock; reach them through the owning simulator's Impl.
   auto reply = [&res](int status, const Json& j) {
     res.status = status;
@@ -1563,17 +1556,17 @@ void OneGateSimulator::Impl::HandleOperator(const httplib::Request& req,
       if (!svc) return fail(404, "no such service");
       Json roles = Json::array();
       for (const auto& role : svc->roles) {
-        roles.push_back(Json{{"name", role.spec.name},
-                             {"cardinality", role.cardinality},
-                             {"state", RoleStateOf(role)},
-                             {"min_vms", role.spec.min_vms},
-                             {"max_vms", role.spec.max_vms},
-                             {"cooldown_ms", std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                 CooldownOf(role.spec))
-                                                 .count()},
-                             {"nodes", role.nodes},
-                             {"victims", role.victims},
-                             {"pending_creations", role.pending_creations}});
+        roles.push_back(Json{
+            {"name", role.spec.name},
+            {"cardinality", role.cardinality},
+            {"state", RoleStateOf(role)},
+            {"min_vms", role.spec.min_vms},
+            {"max_vms", role.spec.max_vms},
+            {"cooldown_ms",
+             std::chrono::duration_cast<std::chrono::milliseconds>(CooldownOf(role.spec)).count()},
+            {"nodes", role.nodes},
+            {"victims", role.victims},
+            {"pending_creations", role.pending_creations}});
       }
       reply(200, Json{{"id", svc->id},
                       {"name", svc->name},
@@ -1608,8 +1601,8 @@ void OneGateSimulator::Impl::HandleOperator(const httplib::Request& req,
       }
       reply(200, Json::object());
     } else if (method == "POST" && p == "/_sim/vms") {
-      const VmHandle h = owner->AddVm(body.value("service_id", -1), body.value("role", ""),
-                                      VmSpecFromJson(body));
+      const VmHandle h =
+          owner->AddVm(body.value("service_id", -1), body.value("role", ""), VmSpecFromJson(body));
       if (h.id < 0) return fail(404, "no such service or role");
       reply(200, Json{{"id", h.id}, {"token", h.token}});
     } else if (method == "GET" && p == "/_sim/vms") {
@@ -1801,9 +1794,8 @@ void OneGateSimulator::Stop() {
 }
 
 std::string OneGateSimulator::Endpoint() const {
-  const std::string host = impl_->host.find(':') != std::string::npos
-                               ? "[" + impl_->host + "]"
-                               : impl_->host;
+  const std::string host =
+      impl_->host.find(':') != std::string::npos ? "[" + impl_->host + "]" : impl_->host;
   return "http://" + host + ":" + std::to_string(impl_->port);
 }
 

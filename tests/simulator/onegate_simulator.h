@@ -16,9 +16,9 @@
 namespace onehpc::sim {
 
 struct NicSpec {
-  std::string ip;        ///< may be empty: a node that has no IP yet
+  std::string ip;  ///< may be empty: a node that has no IP yet
   std::string mac;
-  std::string network;   ///< network name
+  std::string network;  ///< network name
   std::string network_id;
 };  // NIC NAME is "NIC<index>"
 
@@ -49,7 +49,7 @@ struct RoleSpec {
   bool auto_provision = false;
   VmSpec vm_template;
   std::chrono::milliseconds provision_delay{0};  ///< between scale-up and each new node
-  std::chrono::milliseconds ip_delay{0};  ///< a new node stays PENDING without IPs this long
+  std::chrono::milliseconds ip_delay{0};         ///< a new node stays PENDING without IPs this long
   /// How long a scale-down victim stays in nodes[] (LCM SHUTDOWN) before it is DONE.
   std::chrono::milliseconds shutdown_delay{0};
   bool hard_shutdown = false;  ///< shutdown_action terminate-hard instead of terminate
@@ -86,11 +86,11 @@ struct Fault {
 
 struct RecordedRequest {
   std::string method;
-  std::string path;   ///< without the query string
+  std::string path;  ///< without the query string
   std::string query;
   std::string body;
-  int vm_id = -1;     ///< from X-ONEGATE-VMID, -1 if absent or not a number
-  int status = 0;     ///< what the simulator answered (0 for hang/reset)
+  int vm_id = -1;  ///< from X-ONEGATE-VMID, -1 if absent or not a number
+  int status = 0;  ///< what the simulator answered (0 for hang/reset)
 };
 
 /// A VM that left its service: scale-down victim, operator termination or a terminate
@@ -167,11 +167,11 @@ class OneGateSimulator {
   std::string ServiceJson(int service_id, bool extended = false) const;
   /// The unfiltered VM hash (`{"VM":{...}}`, as in extended service output), "" if unknown.
   std::string VmJson(int vm_id) const;
-  int ServiceState(int service_id) const;  ///< -1 if unknown
-  int RoleState(int service_id, const std::string& role) const;  ///< -1 if unknown
-  int Cardinality(int service_id, const std::string& role) const;  ///< -1 if unknown
+  int ServiceState(int service_id) const;                                 ///< -1 if unknown
+  int RoleState(int service_id, const std::string& role) const;           ///< -1 if unknown
+  int Cardinality(int service_id, const std::string& role) const;         ///< -1 if unknown
   std::vector<int> Nodes(int service_id, const std::string& role) const;  ///< oldest first
-  int VmState(int vm_id) const;  ///< STATE, -1 if unknown
+  int VmState(int vm_id) const;                                           ///< STATE, -1 if unknown
   /// Moves the simulator's clock forward (cooldowns, provisioning delays) without sleeping.
   void AdvanceTime(std::chrono::milliseconds by);
   /// VMs terminated so far, in order.

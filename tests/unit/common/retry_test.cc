@@ -49,11 +49,12 @@ TEST(RetryTest, SucceedsAfterFailuresAndSleepsOnTheClock) {
   fakes::FakeClock clock;
   int calls = 0;
   log::Capture capture;
-  Result<int> r = Retry<int>(FastPolicy(), clock, "thing", [](const Error&) { return true; },
-                             [&]() -> Result<int> {
-                               if (++calls < 3) return Fail(ErrorKind::kNetwork, "down");
-                               return 7;
-                             });
+  Result<int> r = Retry<int>(
+      FastPolicy(), clock, "thing", [](const Error&) { return true; },
+      [&]() -> Result<int> {
+        if (++calls < 3) return Fail(ErrorKind::kNetwork, "down");
+        return 7;
+      });
   ASSERT_TRUE(r);
   EXPECT_EQ(*r, 7);
   EXPECT_EQ(calls, 3);
@@ -64,12 +65,12 @@ TEST(RetryTest, SucceedsAfterFailuresAndSleepsOnTheClock) {
 TEST(RetryTest, StopsOnNonRetryableError) {
   fakes::FakeClock clock;
   int calls = 0;
-  Result<int> r = Retry<int>(FastPolicy(), clock, "thing",
-                             [](const Error& e) { return e.kind == ErrorKind::kNetwork; },
-                             [&]() -> Result<int> {
-                               ++calls;
-                               return Fail(ErrorKind::kInvalidInput, "bad");
-                             });
+  Result<int> r = Retry<int>(
+      FastPolicy(), clock, "thing", [](const Error& e) { return e.kind == ErrorKind::kNetwork; },
+      [&]() -> Result<int> {
+        ++calls;
+        return Fail(ErrorKind::kInvalidInput, "bad");
+      });
   ASSERT_FALSE(r);
   EXPECT_EQ(calls, 1);
   EXPECT_EQ(r.error().message, "bad");
@@ -81,11 +82,12 @@ TEST(RetryTest, HonoursMaxAttempts) {
   RetryPolicy p = FastPolicy();
   p.max_attempts = 4;
   int calls = 0;
-  Result<int> r = Retry<int>(p, clock, "op", [](const Error&) { return true; },
-                             [&]() -> Result<int> {
-                               ++calls;
-                               return Fail(ErrorKind::kNetwork, "down");
-                             });
+  Result<int> r = Retry<int>(
+      p, clock, "op", [](const Error&) { return true; },
+      [&]() -> Result<int> {
+        ++calls;
+        return Fail(ErrorKind::kNetwork, "down");
+      });
   ASSERT_FALSE(r);
   EXPECT_EQ(calls, 4);
   EXPECT_EQ(r.error().message, "op: gave up after 4 attempts: down");
@@ -96,12 +98,13 @@ TEST(RetryTest, HonoursDeadlineWithoutSleepingPastIt) {
   RetryPolicy p = FastPolicy();
   p.deadline = Duration(1000);
   int calls = 0;
-  Result<int> r = Retry<int>(p, clock, "op", [](const Error&) { return true; },
-                             [&]() -> Result<int> {
-                               ++calls;
-                               clock.Advance(Duration(50));  // each attempt takes 50 ms
-                               return Fail(ErrorKind::kNetwork, "down");
-                             });
+  Result<int> r = Retry<int>(
+      p, clock, "op", [](const Error&) { return true; },
+      [&]() -> Result<int> {
+        ++calls;
+        clock.Advance(Duration(50));  // each attempt takes 50 ms
+        return Fail(ErrorKind::kNetwork, "down");
+      });
   ASSERT_FALSE(r);
   // 50 +100 +50 +200 +50 +400 +50 = 900; the next delay (800) would pass 1000.
   EXPECT_EQ(calls, 4);

@@ -3,14 +3,14 @@
 // context_bash_oracle_test.cc repeats that comparison automatically.
 #include "context/context_file.h"
 
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "common/log.h"
 
@@ -217,7 +217,8 @@ TEST(ContextFileTest, UnterminatedDoubleQuote) {
 }
 
 TEST(ContextFileTest, LoneQuote) {
-  EXPECT_THAT(ParseError("A='x'\n'\n"), StartsWith("context.sh line 2: column 1: unexpected \"'\""));
+  EXPECT_THAT(ParseError("A='x'\n'\n"),
+              StartsWith("context.sh line 2: column 1: unexpected \"'\""));
 }
 
 TEST(ContextFileTest, TrailingTextAfterClosingQuote) {
@@ -313,8 +314,7 @@ TEST(OneEnvTest, VariantsAndFailures) {
   EXPECT_EQ(ReadTokenFromOneEnv("  export  TOKENTXT=tok\r\n"), "tok");
   EXPECT_EQ(ReadTokenFromOneEnv("export TOKENTXT=\" tok \n\"\n"), std::nullopt);  // malformed
   EXPECT_EQ(ReadTokenFromOneEnv("export TOKENTXT=\"  tok\t\"\r\n"), "tok");
-  EXPECT_EQ(ReadTokenFromOneEnv("export TOKENTXT=\"\"\nexport TOKENTXT=\"later\"\n"),
-            std::nullopt);
+  EXPECT_EQ(ReadTokenFromOneEnv("export TOKENTXT=\"\"\nexport TOKENTXT=\"later\"\n"), std::nullopt);
   EXPECT_EQ(ReadTokenFromOneEnv("export VMID=\"42\"\n"), std::nullopt);
   EXPECT_EQ(ReadTokenFromOneEnv(""), std::nullopt);
   EXPECT_EQ(ReadTokenFromOneEnv("export TOKENTXT=\"unterminated\n"), std::nullopt);
@@ -376,19 +376,20 @@ TEST_F(LoadContextTest, ExplicitFileMissingOrMalformed) {
   auto bad = LoadContext(options);
   ASSERT_FALSE(bad);
   EXPECT_EQ(bad.error().kind, ErrorKind::kInvalidInput);
-  EXPECT_EQ(bad.error().message, root_ + "/bad.sh: context.sh line 2: the single-quoted value of "
-                                         "B is never closed (missing ')");
+  EXPECT_EQ(bad.error().message, root_ +
+                                     "/bad.sh: context.sh line 2: the single-quoted value of "
+                                     "B is never closed (missing ')");
 }
 
 TEST_F(LoadContextTest, FromOneContextdParsesContextFile) {
   Write("run/context.sh.tmp", "A='multi\nline'\nVMID='9'\n");
   Write("mnt/token.txt", "  dG9rLW1vdW50  \n");
   ContextLoadOptions options = Options();
-  options.environment = std::map<std::string, std::string>{
-      {"CONTEXT_FILE", root_ + "/run/context.sh.tmp"},
-      {"MOUNT_DIR", root_ + "/mnt"},
-      {"A", "flattened by the environment"},
-      {"VMID", "9"}};
+  options.environment =
+      std::map<std::string, std::string>{{"CONTEXT_FILE", root_ + "/run/context.sh.tmp"},
+                                         {"MOUNT_DIR", root_ + "/mnt"},
+                                         {"A", "flattened by the environment"},
+                                         {"VMID", "9"}};
   auto loaded = LoadContext(options);
   ASSERT_TRUE(loaded) << loaded.error().message;
   EXPECT_EQ(loaded->source, ContextSource::kEnvironment);
@@ -399,11 +400,17 @@ TEST_F(LoadContextTest, FromOneContextdParsesContextFile) {
 
 TEST_F(LoadContextTest, FromOneContextdFallsBackToEnvironmentVariables) {
   ContextLoadOptions options = Options();
-  options.environment = std::map<std::string, std::string>{
-      {"CONTEXT_FILE", root_ + "/gone.sh"}, {"MOUNT_DIR", root_ + "/mnt"},
-      {"RUNTIME_DIR", "/var/run/one-context"}, {"PATH", "/usr/bin"}, {"HOME", "/root"},
-      {"LC_ALL", "C"}, {"_one_orig_LANG", "en_US"}, {"INVOCATION_ID", "abc"},
-      {"ETH0_IP", "10.0.0.5"}, {"ONEAPP_ROLE", "worker"}, {"SSH_PUBLIC_KEY", "k1"}};
+  options.environment = std::map<std::string, std::string>{{"CONTEXT_FILE", root_ + "/gone.sh"},
+                                                           {"MOUNT_DIR", root_ + "/mnt"},
+                                                           {"RUNTIME_DIR", "/var/run/one-context"},
+                                                           {"PATH", "/usr/bin"},
+                                                           {"HOME", "/root"},
+                                                           {"LC_ALL", "C"},
+                                                           {"_one_orig_LANG", "en_US"},
+                                                           {"INVOCATION_ID", "abc"},
+                                                           {"ETH0_IP", "10.0.0.5"},
+                                                           {"ONEAPP_ROLE", "worker"},
+                                                           {"SSH_PUBLIC_KEY", "k1"}};
   auto loaded = LoadContext(options);
   ASSERT_TRUE(loaded) << loaded.error().message;
   EXPECT_EQ(loaded->source, ContextSource::kEnvironment);
@@ -416,8 +423,8 @@ TEST_F(LoadContextTest, FromOneContextdFallsBackToEnvironmentVariables) {
 TEST_F(LoadContextTest, FromOneContextdMalformedFileIsAnError) {
   Write("run/ctx", "A='x'\ngarbage\n");
   ContextLoadOptions options = Options();
-  options.environment = std::map<std::string, std::string>{{"CONTEXT_FILE", root_ + "/run/ctx"},
-                                                           {"A", "x"}};
+  options.environment =
+      std::map<std::string, std::string>{{"CONTEXT_FILE", root_ + "/run/ctx"}, {"A", "x"}};
   auto loaded = LoadContext(options);
   ASSERT_FALSE(loaded);
   EXPECT_THAT(loaded.error().message, HasSubstr("context.sh line 2"));

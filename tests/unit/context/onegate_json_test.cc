@@ -10,7 +10,8 @@ namespace onehpc {
 namespace {
 
 // onegate-api.md section 5, verbatim.
-constexpr char kDocVm[] = R"json({"VM":{"NAME":"compute_2_(service_19)","ID":"311","STATE":"3","LCM_STATE":"3",
+constexpr char kDocVm[] =
+    R"json({"VM":{"NAME":"compute_2_(service_19)","ID":"311","STATE":"3","LCM_STATE":"3",
   "USER_TEMPLATE":{"ROLE_NAME":"compute","SERVICE_ID":"19","READY":"YES",
     "SLURM_NODENAME":"hpc-w-311","ONEAPP_NOTE":{},
     "USER_INPUTS":{"ONEAPP_NOTE":"O|text|Note||"}},
@@ -30,7 +31,8 @@ constexpr char kDocService[] = R"json({"SERVICE":{"id":"19","name":"hpc","state"
       "UID":"5","GID":"1","UNAME":"alice","GNAME":"users"}}}]}]}})json";
 
 // onegate-api.md section 6.1's extended node fragment, verbatim, inside a service.
-constexpr char kDocExtendedNode[] = R"json({"deploy_id":305,"running":null,"vm_info":{"VM":{"ID":"305","NAME":"compute_0_(service_19)",
+constexpr char kDocExtendedNode[] =
+    R"json({"deploy_id":305,"running":null,"vm_info":{"VM":{"ID":"305","NAME":"compute_0_(service_19)",
   "STATE":"3","LCM_STATE":"3","STIME":"1767000000",
   "USER_TEMPLATE":{"ROLE_NAME":"compute","SERVICE_ID":"19","SLURM_NODENAME":"hpc-w-305"},
   "TEMPLATE":{"NIC":{"IP":"172.16.4.21","MAC":"02:00:ac:10:04:15","NETWORK":"hpc-private","NIC_ID":"0"},
@@ -38,8 +40,7 @@ constexpr char kDocExtendedNode[] = R"json({"deploy_id":305,"running":null,"vm_i
 
 std::string ExtendedService() {
   return std::string(R"({"SERVICE":{"id":"19","name":"hpc","state":2,"roles":[)") +
-         R"({"name":"compute","cardinality":1,"state":2,"nodes":[)" + kDocExtendedNode +
-         "]}]}}";
+         R"({"name":"compute","cardinality":1,"state":2,"nodes":[)" + kDocExtendedNode + "]}]}}";
 }
 
 TEST(OneGateJsonTest, DocVmExample) {
@@ -240,26 +241,23 @@ TEST_P(OneGateJsonVmErrorTest, IsInvalidInputNamingTheProblem) {
   auto vm = ParseVmJson(GetParam().json);
   ASSERT_FALSE(vm);
   EXPECT_EQ(vm.error().kind, ErrorKind::kInvalidInput);
-  EXPECT_NE(vm.error().message.find(GetParam().expected), std::string::npos)
-      << vm.error().message;
+  EXPECT_NE(vm.error().message.find(GetParam().expected), std::string::npos) << vm.error().message;
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Cases, OneGateJsonVmErrorTest,
-    ::testing::Values(BadCase{"", "malformed JSON at byte"},
-                      BadCase{R"({"VM":{"ID":"1")", "malformed JSON"},
-                      BadCase{"not json", "malformed JSON"},
-                      BadCase{"[]", "\"VM\""},
-                      BadCase{R"({"vm":{}})", "\"VM\""},
-                      BadCase{R"({"VM":[]})", "VM: expected an object"},
-                      BadCase{R"({"VM":{"NAME":"x"}})", "VM.ID is missing"},
-                      BadCase{R"({"VM":{"ID":{}}})", "VM.ID is missing"},
-                      BadCase{R"({"VM":{"ID":"abc"}})", "VM.ID: expected an integer, got \"abc\""},
-                      BadCase{R"({"VM":{"ID":"12x"}})", "VM.ID: expected an integer"},
-                      BadCase{R"({"VM":{"ID":"99999999999"}})", "VM.ID: expected an integer"},
-                      BadCase{R"({"VM":{"ID":1.5}})", "VM.ID: expected an integer"},
-                      BadCase{R"({"VM":{"ID":["1"]}})", "VM.ID: expected an integer, got a JSON array"},
-                      BadCase{R"({"VM":{"ID":"1","STATE":"running"}})", "VM.STATE"}));
+    ::testing::Values(
+        BadCase{"", "malformed JSON at byte"}, BadCase{R"({"VM":{"ID":"1")", "malformed JSON"},
+        BadCase{"not json", "malformed JSON"}, BadCase{"[]", "\"VM\""},
+        BadCase{R"({"vm":{}})", "\"VM\""}, BadCase{R"({"VM":[]})", "VM: expected an object"},
+        BadCase{R"({"VM":{"NAME":"x"}})", "VM.ID is missing"},
+        BadCase{R"({"VM":{"ID":{}}})", "VM.ID is missing"},
+        BadCase{R"({"VM":{"ID":"abc"}})", "VM.ID: expected an integer, got \"abc\""},
+        BadCase{R"({"VM":{"ID":"12x"}})", "VM.ID: expected an integer"},
+        BadCase{R"({"VM":{"ID":"99999999999"}})", "VM.ID: expected an integer"},
+        BadCase{R"({"VM":{"ID":1.5}})", "VM.ID: expected an integer"},
+        BadCase{R"({"VM":{"ID":["1"]}})", "VM.ID: expected an integer, got a JSON array"},
+        BadCase{R"({"VM":{"ID":"1","STATE":"running"}})", "VM.STATE"}));
 
 class OneGateJsonServiceErrorTest : public ::testing::TestWithParam<BadCase> {};
 
@@ -274,15 +272,15 @@ TEST_P(OneGateJsonServiceErrorTest, IsInvalidInputNamingTheProblem) {
 INSTANTIATE_TEST_SUITE_P(
     Cases, OneGateJsonServiceErrorTest,
     ::testing::Values(
-        BadCase{"{", "malformed JSON"},
-        BadCase{R"({"VM":{"ID":"1"}})", "\"SERVICE\""},
+        BadCase{"{", "malformed JSON"}, BadCase{R"({"VM":{"ID":"1"}})", "\"SERVICE\""},
         BadCase{R"({"SERVICE":"19"})", "\"SERVICE\""},
         BadCase{R"({"SERVICE":{"id":"19"}})", "SERVICE.roles is missing"},
         BadCase{R"({"SERVICE":{"id":"19","roles":null}})", "SERVICE.roles is missing"},
         BadCase{R"({"SERVICE":{"id":"19","roles":"x"}})", "SERVICE.roles: expected an array"},
         BadCase{R"({"SERVICE":{"roles":[3]}})", "SERVICE.roles[0]: expected an object"},
         BadCase{R"({"SERVICE":{"roles":[{"cardinality":1}]}})", "SERVICE.roles[0].name is missing"},
-        BadCase{R"({"SERVICE":{"roles":[{"name":"a"}]}})", "SERVICE.roles[0].cardinality is missing"},
+        BadCase{R"({"SERVICE":{"roles":[{"name":"a"}]}})",
+                "SERVICE.roles[0].cardinality is missing"},
         BadCase{R"({"SERVICE":{"roles":[{"name":"a","cardinality":1},{"name":"b","cardinality":1,
             "nodes":[{"deploy_id":1},{"running":null}]}]}})",
                 "SERVICE.roles[1].nodes[1].deploy_id is missing"},

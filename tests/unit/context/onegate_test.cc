@@ -1,5 +1,7 @@
 // OneGateClient over a scripted fake HttpTransport: exact request bytes (onegate-api.md
 // section 4.2), retry classification per status, attempts and time slept on a fakes::FakeClock.
+#include "context/onegate.h"
+
 #include <gtest/gtest.h>
 
 #include <deque>
@@ -9,7 +11,6 @@
 #include "common/log.h"
 #include "common/version.h"
 #include "context/http.h"
-#include "context/onegate.h"
 #include "tests/fakes/clock.h"
 #include "tests/fakes/http.h"
 
@@ -21,7 +22,6 @@ constexpr char kVmJson[] = R"({"VM":{"NAME":"w","ID":"42","STATE":"3","LCM_STATE
 constexpr char kServiceJson[] =
     R"({"SERVICE":{"id":"19","name":"hpc","state":2,"roles":[{"name":"compute","cardinality":1,
         "state":2,"nodes":[{"deploy_id":42,"running":null}]}]}})";
-
 
 std::string Header(const HttpRequest& r, const std::string& name) {
   for (const auto& [k, v] : r.headers) {
@@ -107,8 +107,8 @@ TEST_F(OneGateClientTest, UpdateVmBodyMatchesTheOfficialClient) {
 TEST_F(OneGateClientTest, UpdateVmByIdSeveralLinesJoinedByRealNewlines) {
   http_.Then(200);
   auto client = Client();
-  ASSERT_TRUE(client.UpdateVmById(
-      43, {{"A", "1"}, {"B", "two words"}, {"URL", "http://h:1/p?q=1&r=x=y"}}));
+  ASSERT_TRUE(
+      client.UpdateVmById(43, {{"A", "1"}, {"B", "two words"}, {"URL", "http://h:1/p?q=1&r=x=y"}}));
   const HttpRequest& r = Only();
   EXPECT_EQ(r.method, "PUT");
   EXPECT_EQ(r.url, "http://169.254.16.9:5030/vms/43");
@@ -303,10 +303,8 @@ TEST_P(OneGateStatusTest, Classification) {
 INSTANTIATE_TEST_SUITE_P(
     Statuses, OneGateStatusTest,
     ::testing::Values(
-        StatusCase{500, "Internal error", true},
-        StatusCase{502, "Bad Gateway", true},
-        StatusCase{503, "", true},
-        StatusCase{504, "Gateway Timeout", true},
+        StatusCase{500, "Internal error", true}, StatusCase{502, "Bad Gateway", true},
+        StatusCase{503, "", true}, StatusCase{504, "Gateway Timeout", true},
         StatusCase{429, "Too Many Requests", true},
         StatusCase{401, "Not authorized", true},  // within the boot budget
         StatusCase{500, "attribute not found", false},
@@ -317,10 +315,8 @@ INSTANTIATE_TEST_SUITE_P(
         StatusCase{502, "syntax error", true},  // only 500 carries oned's verdict
         StatusCase{400, "OneGate server doesn't support this feature", false},
         StatusCase{403, "Attribute (SERVICE_ID) cannot be modified", false},
-        StatusCase{404, "Service 19 not found", false},
-        StatusCase{405, "", false},
-        StatusCase{408, "", false},
-        StatusCase{302, "", false}));
+        StatusCase{404, "Service 19 not found", false}, StatusCase{405, "", false},
+        StatusCase{408, "", false}, StatusCase{302, "", false}));
 
 TEST_F(OneGateClientTest, NotFoundHasKindNotFound) {
   http_.Then(404, "Service 19 not found");
@@ -336,8 +332,7 @@ TEST_F(OneGateClientTest, ErrorMessageExample) {
   auto client = Client();
   auto s = client.GetService(true);
   ASSERT_FALSE(s);
-  EXPECT_EQ(s.error().message,
-            "GET /service?extended=true: HTTP 400 Empty or invalid SERVICE_ID");
+  EXPECT_EQ(s.error().message, "GET /service?extended=true: HTTP 400 Empty or invalid SERVICE_ID");
 }
 
 TEST_F(OneGateClientTest, LongErrorBodiesAreShortened) {
@@ -368,8 +363,7 @@ TEST_F(OneGateClientTest, GivesUpAfterMaxAttempts) {
   ASSERT_FALSE(vm);
   EXPECT_EQ(client.requests_sent(), 5);
   EXPECT_EQ(clock_.slept(), Duration(100 + 200 + 400 + 800));
-  EXPECT_EQ(vm.error().message,
-            "GET /vm: gave up after 5 attempts: HTTP 503 Service Unavailable");
+  EXPECT_EQ(vm.error().message, "GET /vm: gave up after 5 attempts: HTTP 503 Service Unavailable");
   EXPECT_EQ(vm.error().kind, ErrorKind::kNetwork);
 }
 
@@ -470,8 +464,7 @@ TEST_F(OneGateClientTest, MalformedJsonFailsAfterItsRetries) {
   ASSERT_FALSE(s);
   EXPECT_EQ(client.requests_sent(), 3);  // 1 + malformed_retries (2)
   EXPECT_EQ(s.error().kind, ErrorKind::kInvalidInput);
-  EXPECT_EQ(s.error().message.rfind("GET /service?extended=true: malformed response (HTTP 200)",
-                                    0),
+  EXPECT_EQ(s.error().message.rfind("GET /service?extended=true: malformed response (HTTP 200)", 0),
             0u)
       << s.error().message;
   EXPECT_EQ(client.last_failure().status, 200);

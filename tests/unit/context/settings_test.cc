@@ -1,13 +1,13 @@
 // Typed settings: parsing, defaults, validation messages, secrets, JSON and Markdown output.
 #include "context/settings.h"
 
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <string>
 #include <vector>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "common/log.h"
 
@@ -82,12 +82,12 @@ TEST_F(SettingsTest, ParseBoolWords) {
 }
 
 TEST_F(SettingsTest, BoolValuesDefaultsAndTrimming) {
-  Settings s = MustResolve({Bool("A", "NO"), Bool("B", "YES"), Bool("C", "YES"), Bool("D"),
-                            Bool("E", "no"), Bool("F")},
-                           {{"A", " true\n"}, {"B", ""}, {"D", "off"}, {"F", "  "}});
+  Settings s = MustResolve(
+      {Bool("A", "NO"), Bool("B", "YES"), Bool("C", "YES"), Bool("D"), Bool("E", "no"), Bool("F")},
+      {{"A", " true\n"}, {"B", ""}, {"D", "off"}, {"F", "  "}});
   EXPECT_TRUE(s.GetBool("A"));
-  EXPECT_TRUE(s.GetBool("B"));   // empty -> default
-  EXPECT_TRUE(s.GetBool("C"));   // absent -> default
+  EXPECT_TRUE(s.GetBool("B"));  // empty -> default
+  EXPECT_TRUE(s.GetBool("C"));  // absent -> default
   EXPECT_FALSE(s.GetBool("D"));
   EXPECT_FALSE(s.GetBool("E"));
   EXPECT_FALSE(s.GetBool("F"));  // blank, no default
@@ -107,11 +107,9 @@ TEST_F(SettingsTest, BadBoolNamesVariableValueAndWords) {
 // ---- integers ---------------------------------------------------------------------------
 
 TEST_F(SettingsTest, IntValues) {
-  Settings s = MustResolve({Int("A", 1, 100, "10"), Int("B", 1, 100, "10"),
-                            Int("C", -5, 5), Int("D", INT64_MIN, INT64_MAX),
-                            Int("E", 0, 10), Int("F", 0, 10, "3")},
-                           {{"A", " 42 "}, {"C", "-5"}, {"D", "+9223372036854775807"},
-                            {"F", ""}});
+  Settings s = MustResolve({Int("A", 1, 100, "10"), Int("B", 1, 100, "10"), Int("C", -5, 5),
+                            Int("D", INT64_MIN, INT64_MAX), Int("E", 0, 10), Int("F", 0, 10, "3")},
+                           {{"A", " 42 "}, {"C", "-5"}, {"D", "+9223372036854775807"}, {"F", ""}});
   EXPECT_EQ(s.GetInt("A"), 42);
   EXPECT_EQ(s.GetInt("B"), 10);
   EXPECT_EQ(s.GetInt("C"), -5);
@@ -122,9 +120,7 @@ TEST_F(SettingsTest, IntValues) {
 }
 
 TEST_F(SettingsTest, BadInts) {
-  auto error = [](const char* value) {
-    return ResolveError({Int("N", 1, 100)}, {{"N", value}});
-  };
+  auto error = [](const char* value) { return ResolveError({Int("N", 1, 100)}, {{"N", value}}); };
   EXPECT_EQ(error("0"), "N='0': out of range; expected a decimal integer between 1 and 100");
   EXPECT_EQ(error("101"), "N='101': out of range; expected a decimal integer between 1 and 100");
   EXPECT_EQ(error("12abc"),
@@ -213,9 +209,9 @@ TEST_F(SettingsTest, DecodeBase64PaddingIsOptionalButMustBeRight) {
   EXPECT_EQ(DecodeBase64("Zg="), std::nullopt);    // wrong padding
   EXPECT_EQ(DecodeBase64("Zg==="), std::nullopt);  // too much padding
   EXPECT_EQ(DecodeBase64("Zm9v="), std::nullopt);
-  EXPECT_EQ(DecodeBase64("Z"), std::nullopt);       // impossible length
+  EXPECT_EQ(DecodeBase64("Z"), std::nullopt);  // impossible length
   EXPECT_EQ(DecodeBase64("Zm9vY"), std::nullopt);
-  EXPECT_EQ(DecodeBase64("Zh=="), std::nullopt);    // non-zero unused bits
+  EXPECT_EQ(DecodeBase64("Zh=="), std::nullopt);  // non-zero unused bits
   EXPECT_EQ(DecodeBase64("Zm9="), std::nullopt);
   EXPECT_EQ(DecodeBase64("Zg==Zg=="), std::nullopt);  // padding in the middle
   EXPECT_EQ(DecodeBase64("Zm9v-_"), std::nullopt);    // URL-safe alphabet
@@ -253,10 +249,10 @@ TEST_F(SettingsTest, ErrorsNeverShowSecretValues) {
   SettingSpec tokens = Of("TOKENS", SettingType::kList);
   tokens.secret = true;
   tokens.pattern = "[a-z]+";
-  std::string message = ResolveError(
-      {password, key, tokens},
-      {{"PW", "Hunter2-pass\nword"}, {"ONEAPP_MUNGE_KEY_BASE64", "c2VjcmV0!a2V5"},
-       {"TOKENS", "abcd, SECRET-ITEM"}});
+  std::string message =
+      ResolveError({password, key, tokens}, {{"PW", "Hunter2-pass\nword"},
+                                             {"ONEAPP_MUNGE_KEY_BASE64", "c2VjcmV0!a2V5"},
+                                             {"TOKENS", "abcd, SECRET-ITEM"}});
   EXPECT_THAT(message, Not(HasSubstr("Hunter2")));
   EXPECT_THAT(message, Not(HasSubstr("c2VjcmV0")));
   EXPECT_THAT(message, Not(HasSubstr("SECRET-ITEM")));
@@ -290,8 +286,7 @@ TEST_F(SettingsTest, AllBadVariablesAreReportedOnePerLine) {
   required.description = "the controller's address";
   std::string message =
       ResolveError({Bool("B1"), Int("I1", 0, 9), role, Bool("OK"), required},
-                   {{"B1", "perhaps"}, {"I1", "10"}, {"ROLE", "c"}, {"OK", "yes"},
-                    {"NEEDED", ""}});
+                   {{"B1", "perhaps"}, {"I1", "10"}, {"ROLE", "c"}, {"OK", "yes"}, {"NEEDED", ""}});
   EXPECT_EQ(std::count(message.begin(), message.end(), '\n'), 3);
   EXPECT_THAT(message, HasSubstr("B1='perhaps': not a boolean"));
   EXPECT_THAT(message, HasSubstr("\nI1='10': out of range"));
@@ -379,16 +374,18 @@ TEST_F(SettingsTest, TypeNames) {
 TEST(SettingsDeathTest, UnknownNameAborts) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   Settings s = MustResolve({Bool("A")}, {});
-  EXPECT_DEATH(s.GetBool("NOPE"), "programming error: setting NOPE was read with GetBool but is "
-                                  "not declared");
+  EXPECT_DEATH(s.GetBool("NOPE"),
+               "programming error: setting NOPE was read with GetBool but is "
+               "not declared");
   EXPECT_DEATH(s.IsSet("NOPE"), "setting NOPE was read with IsSet but is not declared");
 }
 
 TEST(SettingsDeathTest, WrongTypeAborts) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   Settings s = MustResolve({Bool("A"), Of("S", SettingType::kString)}, {});
-  EXPECT_DEATH(s.GetInt("A"), "programming error: setting A is of type bool but was read with "
-                              "GetInt");
+  EXPECT_DEATH(s.GetInt("A"),
+               "programming error: setting A is of type bool but was read with "
+               "GetInt");
   EXPECT_DEATH(s.GetList("S"), "setting S is of type string but was read with GetList");
   EXPECT_DEATH(s.GetString("A"), "setting A is of type bool but was read with GetString");
 }

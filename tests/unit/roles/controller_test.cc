@@ -1,10 +1,9 @@
 // The controller role on a fake machine: plans, files, argv lists, published attributes.
 #include "roles/controller.h"
 
-#include <sys/stat.h>
-
 #include <gtest/gtest.h>
 #include <pwd.h>
+#include <sys/stat.h>
 
 #include "common/base64.h"
 #include "common/log.h"
@@ -29,14 +28,16 @@ class ControllerTest : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_GT(sim_.Start(), 0);
-    int service = sim_.CreateService("OneSlurm", {fakes::SimRole("controller", 1), fakes::SimRole("worker", 1)});
+    int service = sim_.CreateService(
+        "OneSlurm", {fakes::SimRole("controller", 1), fakes::SimRole("worker", 1)});
     sim::VmSpec spec;
     spec.nics.push_back(fakes::SimNic("10.0.0.5", "service"));
     vm_ = sim_.AddVm(service, "controller", spec);
     onegate_ = std::make_unique<OneGateClient>(fakes::SimConfig(sim_, vm_), http_, m_.clock);
-    m_.runner.On({"scontrol", "ping"}, Exit(0, "Slurmctld(primary) at slurm-one-controller is UP\n"));
-    vars_ = {{"ETH0_IP", "10.0.0.5"}, {"ETH0_MASK", "255.255.255.0"},
-             {"VMID", std::to_string(vm_.id)}};
+    m_.runner.On({"scontrol", "ping"},
+                 Exit(0, "Slurmctld(primary) at slurm-one-controller is UP\n"));
+    vars_ = {
+        {"ETH0_IP", "10.0.0.5"}, {"ETH0_MASK", "255.255.255.0"}, {"VMID", std::to_string(vm_.id)}};
   }
   std::unique_ptr<RoleRun> Configure(PlanMode mode = PlanMode::kApply) {
     auto run = std::make_unique<RoleRun>(m_, *role_, vars_, onegate_.get(), mode);
@@ -102,7 +103,9 @@ TEST_F(ControllerTest, FirstBoot) {
   // StateSaveLocation made without a child process: slurm's, 0700.
   ASSERT_EQ(stat((m_.root + "/var/lib/slurm/slurmctld").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 0700u);
-  if (const passwd* pw = ::getpwnam("slurm")) EXPECT_EQ(st.st_uid, pw->pw_uid);
+  if (const passwd* pw = ::getpwnam("slurm")) {
+    EXPECT_EQ(st.st_uid, pw->pw_uid);
+  }
   std::string conf = m_.Read("/etc/slurm/slurm.conf");
   EXPECT_EQ(slurm::SlurmConfValue(conf, "SlurmctldHost"), "slurm-one-controller(10.0.0.5)");
   EXPECT_EQ(slurm::SlurmConfValue(conf, "MaxNodeCount"), "100");
@@ -139,7 +142,8 @@ TEST_F(ControllerTest, FirstBoot) {
 
   // Published with READY by the configure flow: address, host and the key, in one update.
   ASSERT_EQ(run->publish.size(), 3u);
-  EXPECT_EQ(run->publish[0], (std::pair<std::string, std::string>{"SLURM_CONTROLLER_ADDR", "10.0.0.5"}));
+  EXPECT_EQ(run->publish[0],
+            (std::pair<std::string, std::string>{"SLURM_CONTROLLER_ADDR", "10.0.0.5"}));
   EXPECT_EQ(run->publish[1].second, "slurm-one-controller");
   EXPECT_EQ(run->publish[2].first, "SLURM_MUNGE_KEY_BASE64");
   EXPECT_EQ(Base64DecodeStrict(run->publish[2].second).value_or(""), key);
@@ -217,7 +221,8 @@ TEST_F(ControllerTest, DryRunTouchesNothing) {
 }
 
 TEST_F(ControllerTest, SlurmctldThatNeverAnswersFailsWithinTheDeadline) {
-  m_.runner.On({"scontrol", "ping"}, Exit(1, "Slurmctld(primary) at slurm-one-controller is DOWN\n"));
+  m_.runner.On({"scontrol", "ping"},
+               Exit(1, "Slurmctld(primary) at slurm-one-controller is DOWN\n"));
   RoleRun run(m_, *role_, vars_, onegate_.get());
   auto s = role_->Configure(*run.env);
   ASSERT_FALSE(s);

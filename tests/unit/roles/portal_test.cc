@@ -17,10 +17,10 @@
 namespace onehpc {
 namespace {
 
-using ::testing::HasSubstr;
-using ::testing::Not;
 using fakes::FakeMachine;
 using fakes::RoleRun;
+using ::testing::HasSubstr;
+using ::testing::Not;
 
 class PortalPlanTest : public ::testing::Test {
  protected:
@@ -28,8 +28,11 @@ class PortalPlanTest : public ::testing::Test {
     m_.Write("/etc/passwd", "root:x:0:0:root:/root:/bin/bash\n");
     m_.Write("/etc/group", "root:x:0:\n");
     m_.Write("/etc/shadow", "root:*:19000:0:99999:7:::\n");
-    vars_ = {{"ETH0_IP", "192.168.10.4"}, {"ETH1_IP", "10.0.1.23"}, {"ETH1_MASK", "24"},
-             {"VMID", "7"}, {ood::kNfsHost, "10.0.1.5"},
+    vars_ = {{"ETH0_IP", "192.168.10.4"},
+             {"ETH1_IP", "10.0.1.23"},
+             {"ETH1_MASK", "24"},
+             {"VMID", "7"},
+             {ood::kNfsHost, "10.0.1.5"},
              {ood::kLocalUsersVar, "alice:Wonderland-42 bob:Builder-4242:20001"}};
   }
   std::unique_ptr<RoleRun> Plan(const std::unique_ptr<Role>& role) {

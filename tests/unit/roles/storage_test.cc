@@ -2,31 +2,30 @@
 // probes, fake mounts, fake O_EXCL), the exports rendering and the refresher.
 #include "roles/storage.h"
 
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 
 #include <fstream>
 #include <iterator>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "common/log.h"
 #include "roles/disk/home_disk.h"
 #include "roles/disk/mount_unit.h"
 #include "roles/nfs/exports.h"
 #include "roles/squid/cvmfs_proxy.h"
-#include "tests/fakes/mounts.h"
 #include "tests/fakes/machine.h"
+#include "tests/fakes/mounts.h"
 #include "tests/fakes/onegate_sim.h"
 #include "tests/fakes/role_run.h"
 
 namespace onehpc {
 namespace {
 
-using ::testing::HasSubstr;
-using ::testing::Not;
 using fakes::Exit;
 using fakes::FakeMachine;
+using ::testing::HasSubstr;
+using ::testing::Not;
 
 using fakes::FakeMounts;
 
@@ -35,13 +34,15 @@ using fakes::FakeMounts;
 class StorageTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    vars_ = {{"ETH0_IP", "192.168.1.10"}, {"ETH0_MASK", "255.255.255.0"},
-             {"ETH1_IP", "10.1.0.3"},     {"ETH1_MASK", "255.255.255.0"}};
+    vars_ = {{"ETH0_IP", "192.168.1.10"},
+             {"ETH0_MASK", "255.255.255.0"},
+             {"ETH1_IP", "10.1.0.3"},
+             {"ETH1_MASK", "255.255.255.0"}};
     m_.runner.On({"mkfs.ext4"}, [this](const Command& c) {
       const std::string& dev = c.argv.back();
       disks_.writes.push_back(dev);
-      disks_.Fs(dev, "ext4", c.argv.at(4), "aaaaaaaa-0000-0000-0000-00000000000" +
-                                                std::to_string(disks_.writes.size()));
+      disks_.Fs(dev, "ext4", c.argv.at(4),
+                "aaaaaaaa-0000-0000-0000-00000000000" + std::to_string(disks_.writes.size()));
       return Exit(0);
     });
     m_.runner.On({"exportfs"}, Exit(0));
@@ -83,8 +84,10 @@ class StorageTest : public ::testing::Test {
     Run r;
     r.run = std::make_unique<fakes::RoleRun>(m_, *role_, vars_, nullptr, mode);
     // Use our disk and mount fakes instead of the Slurm stubs.
-    r.run->env = std::make_unique<RoleEnv>(RoleEnv::From(r.run->context, *r.run->settings, onegate_,
-        SystemAdapters{m_.runner, *m_.files, m_.systemd, disks_, mounts_, m_.clock, m_.http}, r.run->plan, &r.run->publish));
+    r.run->env = std::make_unique<RoleEnv>(RoleEnv::From(
+        r.run->context, *r.run->settings, onegate_,
+        SystemAdapters{m_.runner, *m_.files, m_.systemd, disks_, mounts_, m_.clock, m_.http},
+        r.run->plan, &r.run->publish));
     r.status = role_->Configure(*r.run->env);
     return r;
   }
@@ -142,7 +145,8 @@ TEST_F(StorageTest, NoDataDiskHomesOnRootDisk) {
   EXPECT_TRUE(m_.Exists("/export/slurm"));
   EXPECT_TRUE(m_.Exists("/export/software"));
   std::string exports = m_.Read(nfs::kExportsFile);
-  EXPECT_THAT(exports, HasSubstr("/export/home 10.1.0.0/24(rw,sync,no_subtree_check,root_squash,fsid=1)\n"));
+  EXPECT_THAT(exports,
+              HasSubstr("/export/home 10.1.0.0/24(rw,sync,no_subtree_check,root_squash,fsid=1)\n"));
   EXPECT_THAT(exports, Not(HasSubstr("mountpoint")));
   EXPECT_FALSE(m_.Exists("/etc/systemd/system/export-home.mount"));
   EXPECT_TRUE(Ran("exportfs -ra"));
@@ -166,7 +170,8 @@ TEST_F(StorageTest, ContainerLooksAtNoDiskAndServesNothing) {
   EXPECT_TRUE(m_.Exists("/export/software"));
   EXPECT_FALSE(m_.Exists("/etc/systemd/system/export-home.mount"));
   std::string exports = m_.Read(nfs::kExportsFile);
-  EXPECT_THAT(exports, HasSubstr("/export/home 10.1.0.0/24(rw,sync,no_subtree_check,root_squash,fsid=1)\n"));
+  EXPECT_THAT(exports,
+              HasSubstr("/export/home 10.1.0.0/24(rw,sync,no_subtree_check,root_squash,fsid=1)\n"));
   EXPECT_THAT(exports, HasSubstr("/export/software 10.1.0.0/24("));
   EXPECT_FALSE(Ran("exportfs"));
   for (const auto& a : m_.runner.Argvs()) EXPECT_THAT(a, Not(HasSubstr("nfs-server"))) << a;
@@ -212,11 +217,14 @@ TEST_F(StorageTest, BlankDiskIsFormattedMountedPersisted) {
   EXPECT_THAT(unit, HasSubstr("Before=nfs-server.service\n"));
   EXPECT_THAT(m_.Read("/etc/systemd/system/nfs-server.service.d/50-one-hpc-home.conf"),
               HasSubstr("RequiresMountsFor=/export/home\n"));
-  EXPECT_TRUE(m_.Exists("/etc/systemd/system/"
-                        "dev-disk-by\\x2duuid-aaaaaaaa\\x2d0000\\x2d0000\\x2d0000\\x2d000000000001"
-                        ".device.d/50-one-hpc-timeout.conf"));
-  EXPECT_THAT(m_.Read(nfs::kExportsFile),
-              HasSubstr("/export/home 10.1.0.0/24(rw,sync,no_subtree_check,root_squash,fsid=1,mountpoint)"));
+  EXPECT_TRUE(
+      m_.Exists("/etc/systemd/system/"
+                "dev-disk-by\\x2duuid-aaaaaaaa\\x2d0000\\x2d0000\\x2d0000\\x2d000000000001"
+                ".device.d/50-one-hpc-timeout.conf"));
+  EXPECT_THAT(
+      m_.Read(nfs::kExportsFile),
+      HasSubstr(
+          "/export/home 10.1.0.0/24(rw,sync,no_subtree_check,root_squash,fsid=1,mountpoint)"));
   EXPECT_TRUE(logs.Contains("disk /dev/vdb: blank"));
 }
 
@@ -372,8 +380,9 @@ TEST_F(StorageTest, HomeDiskMissingLaterIsRefusedNotReplaced) {
     auto r = Configure();
     ASSERT_FALSE(r.status);
     EXPECT_EQ(r.status.error().kind, ErrorKind::kUnsafe);
-    EXPECT_THAT(r.status.error().message,
-                HasSubstr("ood-home filesystem /dev/disk/by-uuid/aaaaaaaa-0000-0000-0000-000000000001"));
+    EXPECT_THAT(
+        r.status.error().message,
+        HasSubstr("ood-home filesystem /dev/disk/by-uuid/aaaaaaaa-0000-0000-0000-000000000001"));
     EXPECT_THAT(r.status.error().message, HasSubstr("not attached now"));
     EXPECT_EQ(disks_.writes.size(), 1u);
     EXPECT_TRUE(mounts_.table.empty());
@@ -421,12 +430,15 @@ TEST_F(StorageTest, PlanShowsDecisionsAndChangesNothing) {
 TEST_F(StorageTest, NoExportfsUnderARootPrefixByDefault) {
   role_ = MakeStorageRole(StorageOptions{});  // real options: exportfs only on the real root
   fakes::RoleRun run(m_, *role_, vars_, nullptr);
-  run.env = std::make_unique<RoleEnv>(RoleEnv::From(run.context, *run.settings, nullptr,
-        SystemAdapters{m_.runner, *m_.files, m_.systemd, disks_, mounts_, m_.clock, m_.http}, run.plan, nullptr));
+  run.env = std::make_unique<RoleEnv>(RoleEnv::From(
+      run.context, *run.settings, nullptr,
+      SystemAdapters{m_.runner, *m_.files, m_.systemd, disks_, mounts_, m_.clock, m_.http},
+      run.plan, nullptr));
   ASSERT_TRUE(role_->Configure(*run.env)) << run.plan.Render();
   EXPECT_TRUE(m_.Exists(nfs::kExportsFile));
   EXPECT_FALSE(Ran("exportfs"));
-  EXPECT_THAT(run.plan.Render(), HasSubstr("exportfs -ra [keep]\n   because: not run: the files are under --root"));
+  EXPECT_THAT(run.plan.Render(),
+              HasSubstr("exportfs -ra [keep]\n   because: not run: the files are under --root"));
 }
 
 TEST_F(StorageTest, NoComputeNicIsAClearError) {
@@ -440,8 +452,10 @@ TEST_F(StorageTest, NoComputeNicIsAClearError) {
 // ---- exports -------------------------------------------------------------------------------
 
 TEST(ExportsTest, ComputeNetworkIsTheLastNic) {
-  EXPECT_EQ(*nfs::ComputeNetwork({{"ETH0_IP", "192.168.1.10"}, {"ETH0_MASK", "255.255.255.0"},
-                                  {"ETH1_IP", "10.1.2.3"}, {"ETH1_MASK", "255.255.0.0"}}),
+  EXPECT_EQ(*nfs::ComputeNetwork({{"ETH0_IP", "192.168.1.10"},
+                                  {"ETH0_MASK", "255.255.255.0"},
+                                  {"ETH1_IP", "10.1.2.3"},
+                                  {"ETH1_MASK", "255.255.0.0"}}),
             "10.1.0.0/16");
   EXPECT_EQ(*nfs::ComputeNetwork({{"ETH0_IP", "10.1.2.3"}}), "10.1.2.0/24");
   auto bad = nfs::ComputeNetwork({{"ETH0_IP", "10.1.2.3"}, {"ETH0_MASK", "255.0.255.0"}});
@@ -466,7 +480,8 @@ TEST(ExportsTest, Render) {
   c.home_on_disk = false;
   std::string none = nfs::RenderExports(c);
   EXPECT_THAT(none, Not(HasSubstr("/export/slurm")));  // no client: no line
-  EXPECT_THAT(none, HasSubstr("/export/home 10.1.0.0/24(rw,sync,no_subtree_check,root_squash,fsid=1)\n"));
+  EXPECT_THAT(none,
+              HasSubstr("/export/home 10.1.0.0/24(rw,sync,no_subtree_check,root_squash,fsid=1)\n"));
   auto state = nfs::ParseStateJson(nfs::StateJson(c));
   ASSERT_TRUE(state);
   EXPECT_EQ(state->compute_net, c.compute_net);
@@ -560,7 +575,8 @@ TEST_F(RefreshTest, OneGateFailureRepairsAMissingFileFromLastGood) {
 TEST_F(RefreshTest, CompactDocumentKeepsLastGood) {
   ServiceInfo compact = Service({{"10.1.0.9"}});
   compact.roles[1].nodes[0].vm.reset();
-  auto out = nfs::RefreshExports(*m_.files, m_.runner, [&] { return Result<ServiceInfo>(compact); });
+  auto out =
+      nfs::RefreshExports(*m_.files, m_.runner, [&] { return Result<ServiceInfo>(compact); });
   ASSERT_TRUE(out);
   EXPECT_TRUE(out->onegate_failed);
   EXPECT_EQ(m_.Read(nfs::kExportsFile), before_);
@@ -602,8 +618,8 @@ TEST_F(RefreshTest, ContainerRewritesExportsWithoutExportfs) {
 
 TEST_F(RefreshTest, MissingStateIsNotFound) {
   std::filesystem::remove(m_.root + nfs::kStateFile);
-  auto out = nfs::RefreshExports(*m_.files, m_.runner,
-                                 [] { return Result<ServiceInfo>(Service({})); });
+  auto out =
+      nfs::RefreshExports(*m_.files, m_.runner, [] { return Result<ServiceInfo>(Service({})); });
   ASSERT_FALSE(out);
   EXPECT_EQ(out.error().kind, ErrorKind::kNotFound);
 }
@@ -631,8 +647,8 @@ class StorageOneGateTest : public StorageTest {
   void SetUp() override {
     StorageTest::SetUp();
     ASSERT_GT(sim_.Start(), 0);
-    service_ = sim_.CreateService("Open OnDemand", {fakes::SimRole("storage", 1),
-                                                    fakes::SimRole("portal", 1)});
+    service_ = sim_.CreateService("Open OnDemand",
+                                  {fakes::SimRole("storage", 1), fakes::SimRole("portal", 1)});
     sim::VmSpec storage;
     storage.nics = {fakes::SimNic("192.168.1.10", "Management", "0"),
                     fakes::SimNic("10.1.0.3", "Compute", "1")};
@@ -658,8 +674,11 @@ TEST_F(StorageOneGateTest, PortalGetsRootOnlyOnItsComputeAddress) {
   AddPortal("10.1.0.5");
   MustConfigure();
   std::string exports = m_.Read(nfs::kExportsFile);
-  EXPECT_THAT(exports, HasSubstr("/export/home 10.1.0.5(rw,sync,no_subtree_check,no_root_squash,fsid=1)"));
-  EXPECT_THAT(exports, HasSubstr("/export/slurm 10.1.0.5(rw,sync,no_subtree_check,no_root_squash,fsid=2)\n"));
+  EXPECT_THAT(exports,
+              HasSubstr("/export/home 10.1.0.5(rw,sync,no_subtree_check,no_root_squash,fsid=1)"));
+  EXPECT_THAT(
+      exports,
+      HasSubstr("/export/slurm 10.1.0.5(rw,sync,no_subtree_check,no_root_squash,fsid=2)\n"));
   EXPECT_THAT(exports, Not(HasSubstr("192.168.1.")));  // never the management network
 }
 
@@ -875,9 +894,9 @@ TEST(SquidRender, DefaultsListed) {
   auto specs = StorageSettings();
   std::vector<std::string> names;
   for (const auto& s : specs) names.push_back(s.name);
-  EXPECT_THAT(names, ::testing::ElementsAre("ONEAPP_HOME_NFS_ENABLED",
-                                            "ONEAPP_SOFTWARE_PROXY_ENABLED",
-                                            "ONEAPP_SOFTWARE_PROXY_URL", "ONEAPP_SQUID_NETS"));
+  EXPECT_THAT(names,
+              ::testing::ElementsAre("ONEAPP_HOME_NFS_ENABLED", "ONEAPP_SOFTWARE_PROXY_ENABLED",
+                                     "ONEAPP_SOFTWARE_PROXY_URL", "ONEAPP_SQUID_NETS"));
   auto s = Settings::Resolve(specs, {});
   ASSERT_TRUE(s);
   EXPECT_FALSE(s->GetBool("ONEAPP_SOFTWARE_PROXY_ENABLED"));

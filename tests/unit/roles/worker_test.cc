@@ -1,17 +1,16 @@
 // The worker role on a fake machine, with the controller published in the OneGate simulator.
 #include "roles/worker.h"
-#include "roles/slurm/join.h"
 
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 
 #include <atomic>
 #include <functional>
 
-#include <gtest/gtest.h>
-
 #include "common/base64.h"
 #include "common/log.h"
 #include "roles/names.h"
+#include "roles/slurm/join.h"
 #include "tests/fakes/machine.h"
 #include "tests/fakes/onegate_sim.h"
 #include "tests/fakes/role_run.h"
@@ -28,12 +27,12 @@ bool Has(const std::vector<std::string>& v, const std::string& item) {
   return std::find(v.begin(), v.end(), item) != v.end();
 }
 
-
 class WorkerTest : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_GT(sim_.Start(), 0);
-    service_ = sim_.CreateService("OneSlurm", {fakes::SimRole("controller", 1), fakes::SimRole("worker", 1)});
+    service_ = sim_.CreateService("OneSlurm",
+                                  {fakes::SimRole("controller", 1), fakes::SimRole("worker", 1)});
     key_ = std::string(128, '\0');
     for (size_t i = 0; i < key_.size(); ++i) key_[i] = static_cast<char>(i * 7 + 3);
     sim::VmSpec ctl;
@@ -48,11 +47,12 @@ class WorkerTest : public ::testing::Test {
     w.nics.push_back(fakes::SimNic("10.0.0.7", "service"));
     worker_ = sim_.AddVm(service_, "worker", w);
     name_ = "slurm-one-worker-" + std::to_string(worker_.id);
-    onegate_ = std::make_unique<OneGateClient>(fakes::SimConfig(sim_, worker_), hook_,
-                                               m_.clock);
+    onegate_ = std::make_unique<OneGateClient>(fakes::SimConfig(sim_, worker_), hook_, m_.clock);
     vars_ = {{"VMID", std::to_string(worker_.id)},
-             {"ETH0_IP", "192.0.2.7"}, {"ETH0_MASK", "255.255.255.0"},
-             {"ETH1_IP", "10.0.0.7"}, {"ETH1_MASK", "255.255.255.0"}};
+             {"ETH0_IP", "192.0.2.7"},
+             {"ETH0_MASK", "255.255.255.0"},
+             {"ETH1_IP", "10.0.0.7"},
+             {"ETH1_MASK", "255.255.255.0"}};
     slurm_.Install(m_.runner);
     // slurmd, when (re)started, fetches the configuration and registers (unless told not to).
     for (const char* verb : {"start", "restart"}) {
@@ -73,8 +73,7 @@ class WorkerTest : public ::testing::Test {
   }
   std::unique_ptr<RoleRun> RunOk(PlanMode mode = PlanMode::kApply) {
     auto run = Run(mode);
-    EXPECT_TRUE(status_) << (status_ ? "" : status_.error().message) << "\n"
-                         << run->plan.Render();
+    EXPECT_TRUE(status_) << (status_ ? "" : status_.error().message) << "\n" << run->plan.Render();
     return run;
   }
 
@@ -143,7 +142,9 @@ TEST_F(WorkerTest, FirstJoin) {
   EXPECT_EQ(slurmd_starts_, 1);
   // Commands: munge checked before slurmd; registration checked with the configless config.
   auto cmds = m_.Changes();
-  auto pos = [&](const std::string& a) { return std::find(cmds.begin(), cmds.end(), a) - cmds.begin(); };
+  auto pos = [&](const std::string& a) {
+    return std::find(cmds.begin(), cmds.end(), a) - cmds.begin();
+  };
   EXPECT_LT(pos("unmunge"), pos("systemctl --no-block start slurmd.service"));
   EXPECT_LT(pos("systemctl --no-block start slurmd.service"),
             pos("scontrol -o show node " + name_));
@@ -166,8 +167,7 @@ TEST_F(WorkerTest, RerunKeepsEverything) {
 TEST_F(WorkerTest, RotatedKeyIsInstalledAndDaemonsRestarted) {
   RunOk();
   std::string new_key(64, 'k');
-  ASSERT_TRUE(sim_.SetUserAttr(controller_.id, "SLURM_MUNGE_KEY_BASE64",
-                               Base64Encode(new_key)));
+  ASSERT_TRUE(sim_.SetUserAttr(controller_.id, "SLURM_MUNGE_KEY_BASE64", Base64Encode(new_key)));
   auto run = RunOk();
   EXPECT_EQ(m_.Read("/etc/munge/munge.key"), new_key);
   auto changes = run->Changes();

@@ -4,6 +4,8 @@
 #include "tests/simulator/onegate_simulator.h"
 
 #include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -18,15 +20,12 @@
 #include <climits>
 #include <cstring>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <gtest/gtest.h>
-#include <httplib.h>
-#include <nlohmann/json.hpp>
 
 #include "tests/simulator/oned_template.h"
 
@@ -107,8 +106,8 @@ std::vector<RawResponse> ParseResponses(const std::string& data) {
     size_t line = head.find("\r\n");
     while (line != std::string::npos) {
       const size_t next = head.find("\r\n", line + 2);
-      const std::string h = head.substr(line + 2, next == std::string::npos ? std::string::npos
-                                                                              : next - line - 2);
+      const std::string h =
+          head.substr(line + 2, next == std::string::npos ? std::string::npos : next - line - 2);
       const size_t colon = h.find(':');
       if (colon != std::string::npos) {
         std::string name = h.substr(0, colon);
@@ -117,9 +116,8 @@ std::vector<RawResponse> ParseResponses(const std::string& data) {
       }
       line = next;
     }
-    const size_t length = std::stoul(r.headers.count("content-length")
-                                         ? r.headers["content-length"]
-                                         : std::string("0"));
+    const size_t length = std::stoul(r.headers.count("content-length") ? r.headers["content-length"]
+                                                                       : std::string("0"));
     const size_t body_start = head_end + 4;
     r.body = data.substr(body_start, length);
     r.complete = data.size() >= body_start + length;
@@ -182,9 +180,7 @@ class OneGateSimulatorTest : public ::testing::Test {
   httplib::Result PutForm(const VmHandle& vm, const std::string& path, const std::string& body) {
     return As(vm).Put(path, body, kForm);
   }
-  std::string Attr(const VmHandle& vm, const std::string& key) {
-    return sim_.UserAttr(vm.id, key);
-  }
+  std::string Attr(const VmHandle& vm, const std::string& key) { return sim_.UserAttr(vm.id, key); }
 
   OneGateSimulator sim_;
   int port_ = -1;
@@ -330,8 +326,7 @@ TEST_F(OneGateSimulatorTest, VrouterAndVnetRoutesRefuseNonRouterVms) {
   auto vnet = As(head_).Get("/vnet/3");
   ASSERT_TRUE(vnet);
   EXPECT_EQ(vnet->status, 400);
-  EXPECT_EQ(vnet->body,
-            "Virtual networks information can only be retrieved from Virtual Routers.");
+  EXPECT_EQ(vnet->body, "Virtual networks information can only be retrieved from Virtual Routers.");
 }
 
 // ===================================================================== §3.1 actions
@@ -348,9 +343,9 @@ TEST_F(OneGateSimulatorTest, ActionAnswers204) {
 
 TEST_F(OneGateSimulatorTest, RebootIsRefusedByDefault) {
   for (const char* op : {"reboot", "Reboot"}) {
-    auto r = As(c1_).Post(Vms(c1_.id) + "/action",
-                          std::string(R"({"action":{"perform":")") + op + R"("}})",
-                          "application/json");
+    auto r =
+        As(c1_).Post(Vms(c1_.id) + "/action",
+                     std::string(R"({"action":{"perform":")") + op + R"("}})", "application/json");
     ASSERT_TRUE(r);
     EXPECT_EQ(r->status, 403);
     EXPECT_EQ(r->body, std::string("Action (") + op + ") is not allowed on this resource");
@@ -513,16 +508,11 @@ TEST_F(OneGateSimulatorTest, EscapeAttrTableOverHttp) {
     std::optional<std::string> stored;  // nullopt: 500
   };
   const std::vector<Row> rows = {
-      {"READY=YES", "READY", "YES"},
-      {"URL=http://h:1/p?q=1", "URL", "http://h:1/p?q=1"},
-      {"K=x=y", "K", "x=y"},
-      {R"(K="already quoted")", "K", "already quoted"},
-      {"K=a,b,c", "K", std::nullopt},
-      {R"(K=path\with)", "K", std::nullopt},
-      {"K=[x]", "K", std::nullopt},
-      {R"(K=say "hi")", "K", std::nullopt},
-      {"K=", "K", std::nullopt},
-      {"K = v", "K", " v"},
+      {"READY=YES", "READY", "YES"},  {"URL=http://h:1/p?q=1", "URL", "http://h:1/p?q=1"},
+      {"K=x=y", "K", "x=y"},          {R"(K="already quoted")", "K", "already quoted"},
+      {"K=a,b,c", "K", std::nullopt}, {R"(K=path\with)", "K", std::nullopt},
+      {"K=[x]", "K", std::nullopt},   {R"(K=say "hi")", "K", std::nullopt},
+      {"K=", "K", std::nullopt},      {"K = v", "K", " v"},
   };
   for (const auto& row : rows) {
     sim_.EraseUserAttr(head_.id, row.key);
@@ -589,8 +579,8 @@ TEST_F(OneGateSimulatorTest, NicIsAlwaysAnArrayWithOnlyTheDocumentedKeys) {
   ASSERT_EQ(one["NIC"].size(), 1u);
   EXPECT_EQ(one["NIC"][0]["IP"], "172.16.4.22");
   EXPECT_EQ(one["NIC"][0]["NETWORK"], "hpc-private");
-  const std::set<std::string> allowed = {"IP",   "IP6_LINK", "IP6_SITE", "IP6_GLOBAL",
-                                         "NETWORK", "MAC",   "NAME",     "PARENT",
+  const std::set<std::string> allowed = {"IP",       "IP6_LINK",   "IP6_SITE", "IP6_GLOBAL",
+                                         "NETWORK",  "MAC",        "NAME",     "PARENT",
                                          "EXTERNAL", "EXTERNAL_IP"};
   for (const auto& [k, v] : one["NIC"][0].items()) EXPECT_TRUE(allowed.count(k)) << k;
   ASSERT_TRUE(one["NIC_ALIAS"].is_array());
@@ -706,7 +696,7 @@ TEST_F(OneGateSimulatorTest, ExtendedFromQueryStringGivesFullVmsWithNicObjectOrA
   EXPECT_TRUE(head.contains("PERMISSIONS"));
   EXPECT_EQ(head["USER_TEMPLATE"]["ROLE_NAME"], "head");
   EXPECT_EQ(head["TEMPLATE"]["CONTEXT"]["ONEAPP_ADMIN_PASSWORD"], "s3cret");  // secrets too
-  ASSERT_TRUE(head["TEMPLATE"]["NIC"].is_object());  // one NIC: an object
+  ASSERT_TRUE(head["TEMPLATE"]["NIC"].is_object());                           // one NIC: an object
   EXPECT_EQ(head["TEMPLATE"]["NIC"]["IP"], "172.16.4.10");
   const Json c1 = s["roles"][1]["nodes"][0]["vm_info"]["VM"];
   ASSERT_TRUE(c1["TEMPLATE"]["NIC"].is_array());  // several NICs: an array
@@ -736,7 +726,8 @@ TEST_F(OneGateSimulatorTest, ExtendedFromAFormBodyOnAGet) {
       "GET /service HTTP/1.1\r\nHost: 127.0.0.1\r\n" + auth +
       "Content-Type: application/x-www-form-urlencoded\r\nContent-Length: 13\r\n\r\n"
       "extended=true"
-      "GET /vm HTTP/1.1\r\nHost: 127.0.0.1\r\n" + auth + "Connection: close\r\n\r\n";
+      "GET /vm HTTP/1.1\r\nHost: 127.0.0.1\r\n" +
+      auth + "Connection: close\r\n\r\n";
   const RawResult raw = RawExchange(port_, req, milliseconds(3000));
   const auto responses = ParseResponses(raw.data);
   ASSERT_EQ(responses.size(), 2u) << raw.data;
@@ -815,9 +806,9 @@ TEST_F(OneGateSimulatorTest, ScaleFromOutsideTheServiceIsRefused) {
 
 // oneflow.md §6.1: new nodes appear one by one, maybe without IPs; then COOLDOWN, RUNNING.
 TEST_F(OneGateSimulatorTest, ScaleUpLifecycleSeenFromInside) {
-  ASSERT_EQ(As(c1_).Put("/service/role/compute", R"({"cardinality":3})", "application/json")
-                ->status,
-            200);
+  ASSERT_EQ(
+      As(c1_).Put("/service/role/compute", R"({"cardinality":3})", "application/json")->status,
+      200);
   VmSpec late;
   late.nics = {{"", "", "hpc-private", "3"}};  // no IP yet
   late.state = states::kVmPending;
@@ -840,16 +831,16 @@ TEST_F(OneGateSimulatorTest, ScaleUpLifecycleSeenFromInside) {
   EXPECT_EQ(s["roles"][1]["state"], states::kCooldown);
   EXPECT_EQ(s["roles"][0]["state"], states::kRunning);
   // During the cooldown every scale request is refused.
-  EXPECT_EQ(As(c1_).Put("/service/role/compute", R"({"cardinality":4})", "application/json")
-                ->status,
-            400);
+  EXPECT_EQ(
+      As(c1_).Put("/service/role/compute", R"({"cardinality":4})", "application/json")->status,
+      400);
   sim_.AdvanceTime(std::chrono::seconds(61));
   s = Parse(As(c1_).Get("/service"))["SERVICE"];
   EXPECT_EQ(s["state"], states::kRunning);
   EXPECT_EQ(s["roles"][1]["state"], states::kRunning);
-  EXPECT_EQ(As(c1_).Put("/service/role/compute", R"({"cardinality":4})", "application/json")
-                ->status,
-            200);
+  EXPECT_EQ(
+      As(c1_).Put("/service/role/compute", R"({"cardinality":4})", "application/json")->status,
+      200);
 }
 
 // oneflow.md §6.2: the oldest nodes go; victims stay in nodes[] until DONE.
@@ -869,9 +860,9 @@ TEST_F(OneGateSimulatorTest, ScaleDownRemovesTheOldestNodesAfterTheirShutdown) {
     std::lock_guard<std::mutex> lock(hooked_mu);
     hooked.push_back(r);
   });
-  ASSERT_EQ(As(vms[2]).Put("/service/role/worker", R"({"cardinality":1})", "application/json")
-                ->status,
-            200);
+  ASSERT_EQ(
+      As(vms[2]).Put("/service/role/worker", R"({"cardinality":1})", "application/json")->status,
+      200);
   Json s = Parse(As(vms[2]).Get("/service"))["SERVICE"];
   EXPECT_EQ(s["roles"][0]["cardinality"], 1);
   EXPECT_EQ(s["roles"][0]["state"], states::kScaling);
@@ -906,9 +897,9 @@ TEST_F(OneGateSimulatorTest, AutoProvisionedNodesAppearLaterAndGetIpsLater) {
   w.ip_delay = milliseconds(60000);
   const int sid = sim_.CreateService("auto", {w});
   VmHandle first = sim_.AddVm(sid, "worker");
-  ASSERT_EQ(As(first).Put("/service/role/worker", R"({"cardinality":2})", "application/json")
-                ->status,
-            200);
+  ASSERT_EQ(
+      As(first).Put("/service/role/worker", R"({"cardinality":2})", "application/json")->status,
+      200);
   EXPECT_EQ(sim_.Nodes(sid, "worker").size(), 1u);  // not created yet
   sim_.AdvanceTime(milliseconds(60000));
   const auto nodes = sim_.Nodes(sid, "worker");
@@ -1002,10 +993,9 @@ TEST_F(OneGateSimulatorTest, ErrorCatalogue) {
   cases.push_back({"no service for peers", As(loner_).Get(Vms(head_.id)), 400,
                    "This VM does not belong to any Virtual Router or Service, so it cannot "
                    "retrieve information from other VMs"});
-  cases.push_back({"scale refused",
-                   As(head_).Put("/service/role/compute", R"({"cardinality":99})", kForm), 400,
-                   "Error performing action on service " + std::to_string(service_) +
-                       " role compute"});
+  cases.push_back(
+      {"scale refused", As(head_).Put("/service/role/compute", R"({"cardinality":99})", kForm), 400,
+       "Error performing action on service " + std::to_string(service_) + " role compute"});
   cases.push_back({"wrong resource",
                    As(head_).Post(Vms(head_.id) + "/action", "{}", "application/json"), 400,
                    "Error parsing JSON: Wrong resource type"});
@@ -1018,8 +1008,8 @@ TEST_F(OneGateSimulatorTest, ErrorCatalogue) {
                    As(head_).Post(Vms(head_.id) + "/action", R"({"action":{"perform":"reboot"}})",
                                   "application/json"),
                    403, "Action (reboot) is not allowed on this resource"});
-  cases.push_back({"erase missing", PutForm(head_, "/vm", "data=NOPE&type=2"), 500,
-                   "attribute not found"});
+  cases.push_back(
+      {"erase missing", PutForm(head_, "/vm", "data=NOPE&type=2"), 500, "attribute not found"});
   cases.push_back({"action not available",
                    As(head_).Post(Vms(head_.id) + "/action", R"({"action":{"perform":"fly"}})",
                                   "application/json"),
@@ -1199,8 +1189,7 @@ TEST_F(OneGateSimulatorTest, OperatorApiDrivesTheModel) {
   sim_.EnableOperatorApi(true);
   httplib::Client op = Anonymous();
   auto created = op.Post(
-      "/_sim/services",
-      R"({"name":"lab","roles":[{"name":"worker","max_vms":3,"cooldown_ms":0}]})",
+      "/_sim/services", R"({"name":"lab","roles":[{"name":"worker","max_vms":3,"cooldown_ms":0}]})",
       "application/json");
   ASSERT_TRUE(created);
   ASSERT_EQ(created->status, 200);
@@ -1221,10 +1210,10 @@ TEST_F(OneGateSimulatorTest, OperatorApiDrivesTheModel) {
   EXPECT_EQ(ut["READY"], "YES");
   EXPECT_EQ(ut["ROLE_NAME"], "worker");
   // Faults set through the API apply to OneGate routes but never to /_sim/.
-  ASSERT_EQ(op.Post("/_sim/faults", R"({"kind":"status","status":504,"times":-1})",
-                    "application/json")
-                ->status,
-            200);
+  ASSERT_EQ(
+      op.Post("/_sim/faults", R"({"kind":"status","status":504,"times":-1})", "application/json")
+          ->status,
+      200);
   EXPECT_EQ(As(h).Get("/vm")->status, 504);
   EXPECT_EQ(op.Get("/_sim/health")->status, 200);
   ASSERT_EQ(op.Delete("/_sim/faults")->status, 200);

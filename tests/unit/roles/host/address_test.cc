@@ -32,7 +32,7 @@ TEST(Ipv4Test, Parse) {
 }
 
 TEST(ContextNicsTest, OnlyEthNIp) {
-  ContextVars vars = {{"ETH1_IP", "10.1.0.2"}, {"ETH0_IP", "192.0.2.10"},
+  ContextVars vars = {{"ETH1_IP", "10.1.0.2"},        {"ETH0_IP", "192.0.2.10"},
                       {"ETH0_MASK", "255.255.255.0"}, {"ETH0_IP6", "fe80::1"},
                       {"ETH0_ALIAS0_IP", "10.9.9.9"}, {"ETH2_IP", "bogus"}};
   auto nics = ContextNics(vars);
@@ -48,8 +48,7 @@ TEST(ContextNicsTest, OnlyEthNIp) {
 }
 
 TEST(SelectWorkerAddressTest, ByNetworkNameNotFirstNic) {
-  std::vector<VmNic> ctl = {Nic("NIC0", "10.0.0.5", "service"),
-                            Nic("NIC1", "192.0.2.5", "public")};
+  std::vector<VmNic> ctl = {Nic("NIC0", "10.0.0.5", "service"), Nic("NIC1", "192.0.2.5", "public")};
   std::vector<VmNic> own = {Nic("NIC0", "192.0.2.77", "public"),
                             Nic("NIC1", "10.0.0.77", "service")};
   auto choice = SelectWorkerAddress("10.0.0.5", ctl, own, {});
@@ -59,8 +58,10 @@ TEST(SelectWorkerAddressTest, ByNetworkNameNotFirstNic) {
 }
 
 TEST(SelectWorkerAddressTest, FallsBackToContextSubnet) {
-  ContextVars vars = {{"ETH0_IP", "192.0.2.77"}, {"ETH0_MASK", "255.255.255.0"},
-                      {"ETH1_IP", "10.0.0.77"}, {"ETH1_MASK", "255.255.0.0"}};
+  ContextVars vars = {{"ETH0_IP", "192.0.2.77"},
+                      {"ETH0_MASK", "255.255.255.0"},
+                      {"ETH1_IP", "10.0.0.77"},
+                      {"ETH1_MASK", "255.255.0.0"}};
   // No NETWORK names in OneGate (e.g. this VM is not listed yet).
   auto choice = SelectWorkerAddress("10.0.3.5", {Nic("", "10.0.3.5", "")}, {}, vars);
   ASSERT_TRUE(choice) << choice.error().message;

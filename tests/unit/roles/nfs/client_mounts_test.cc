@@ -6,20 +6,19 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
 
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
-
 #include "common/log.h"
 #include "roles/disk/mount_unit.h"
 #include "roles/role.h"
-#include "tests/fakes/mounts.h"
 #include "tests/fakes/machine.h"
+#include "tests/fakes/mounts.h"
 #include "tests/fakes/onegate_sim.h"
 #include "tests/fakes/role_run.h"
 #include "tests/fakes/write_probe.h"
@@ -88,15 +87,21 @@ class NfsClientTest : public ::testing::Test {
 
   Status Ensure(PlanMode mode = PlanMode::kApply, Duration timeout = Duration(60000)) {
     plan_ = std::make_unique<Plan>(mode);
-    env_ = std::make_unique<RoleEnv>(RoleEnv::From(context_, *settings_, nullptr,
-        SystemAdapters{m_.runner, *m_.files, m_.systemd, block_devices_, mounts_, m_.clock, m_.http}, *plan_, nullptr));
+    env_ = std::make_unique<RoleEnv>(
+        RoleEnv::From(context_, *settings_, nullptr,
+                      SystemAdapters{m_.runner, *m_.files, m_.systemd, block_devices_, mounts_,
+                                     m_.clock, m_.http},
+                      *plan_, nullptr));
     return EnsureNfsMount(*env_, mount_, timeout);
   }
   Status CheckRoot(WriteProbe& probe, Duration deadline = Duration(180000),
                    PlanMode mode = PlanMode::kApply) {
     plan_ = std::make_unique<Plan>(mode);
-    env_ = std::make_unique<RoleEnv>(RoleEnv::From(context_, *settings_, nullptr,
-        SystemAdapters{m_.runner, *m_.files, m_.systemd, block_devices_, mounts_, m_.clock, m_.http}, *plan_, nullptr));
+    env_ = std::make_unique<RoleEnv>(
+        RoleEnv::From(context_, *settings_, nullptr,
+                      SystemAdapters{m_.runner, *m_.files, m_.systemd, block_devices_, mounts_,
+                                     m_.clock, m_.http},
+                      *plan_, nullptr));
     return CheckRootCanWrite(*env_, mount_, deadline, probe);
   }
   // Plan entries that are not keeps.

@@ -2,6 +2,8 @@
 // tests/integration/ood_accounting_test.cc).
 #include "roles/ood/accounting.h"
 
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,8 +12,6 @@
 #include <fstream>
 #include <sstream>
 
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 #include "tests/fakes/process_runner.h"
 
 namespace onehpc::ood {

@@ -6,6 +6,8 @@
 #include "roles/ood/accounts.h"
 
 #include <crypt.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -14,9 +16,6 @@
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "common/log.h"
 #include "context/settings.h"
@@ -208,8 +207,11 @@ class AccountsTest : public ::testing::Test {
     std::vector<std::string> changes;  // plan actions that are not keeps
   };
   std::unique_ptr<RoleEnv> Env(Plan& plan) {
-    return std::make_unique<RoleEnv>(RoleEnv::From(context_, *settings_, nullptr,
-        SystemAdapters{m_.runner, *m_.files, m_.systemd, block_devices_, mounts_, m_.clock, m_.http}, plan, nullptr));
+    return std::make_unique<RoleEnv>(
+        RoleEnv::From(context_, *settings_, nullptr,
+                      SystemAdapters{m_.runner, *m_.files, m_.systemd, block_devices_, mounts_,
+                                     m_.clock, m_.http},
+                      plan, nullptr));
   }
   Run Ensure(const std::vector<LocalUser>& users, AccountMode mode = AccountMode::kPortal,
              PlanMode plan_mode = PlanMode::kApply) {

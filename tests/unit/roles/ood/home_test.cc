@@ -39,8 +39,8 @@ TEST(HomeRequestTest, RefusesSystemAccountsAndForeignHomes) {
   r = Good();
   r.gid = 0;
   EXPECT_FALSE(ValidateHomeRequest(r));
-  for (const char* home : {"/etc", "/home/alice/", "/home/bob", "/home//alice",
-                           "/home/alice/../bob", "/root", ""}) {
+  for (const char* home :
+       {"/etc", "/home/alice/", "/home/bob", "/home//alice", "/home/alice/../bob", "/root", ""}) {
     r = Good();
     r.home = home;
     auto status = ValidateHomeRequest(r);
@@ -53,8 +53,8 @@ TEST(HomeRequestTest, RefusesSystemAccountsAndForeignHomes) {
 }
 
 TEST(HomeRequestTest, RefusesNamesThatAreNotOnePathComponent) {
-  for (const char* name : {"", ".", "..", "../etc", "a/b", "/abs", ".hidden", "-rf",
-                           "a b", "a\nb", "ali$ce"}) {
+  for (const char* name :
+       {"", ".", "..", "../etc", "a/b", "/abs", ".hidden", "-rf", "a b", "a\nb", "ali$ce"}) {
     HomeRequest r = Good();
     r.user = name;
     r.home = std::string("/home/") + name;

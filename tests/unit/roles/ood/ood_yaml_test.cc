@@ -2,13 +2,13 @@
 // hostile values (':', quotes, newlines, YAML syntax) never become keys.
 #include "roles/ood/ood_yaml.h"
 
-#include <set>
-#include <string>
-#include <vector>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
+
+#include <set>
+#include <string>
+#include <vector>
 
 #include "common/log.h"
 #include "roles/ood/settings.h"
@@ -48,10 +48,9 @@ TEST(OodYamlTest, PortalParsesBackWithTheExpectedValues) {
   EXPECT_EQ(doc["auth"][2].as<std::string>(), "AuthBasicProvider PAM");
   EXPECT_EQ(doc["auth"][3].as<std::string>(), "AuthPAMService ood");
   EXPECT_EQ(doc["auth"][4].as<std::string>(), "Require valid-user");
-  EXPECT_EQ(Keys(doc), (std::set<std::string>{"servername", "port", "ssl", "host_regex",
-                                               "node_uri", "rnode_uri", "user_map_match",
-                                               "pun_pre_hook_root_cmd", "auth",
-                                               "logout_redirect"}));
+  EXPECT_EQ(Keys(doc), (std::set<std::string>{"servername", "port", "ssl", "host_regex", "node_uri",
+                                              "rnode_uri", "user_map_match",
+                                              "pun_pre_hook_root_cmd", "auth", "logout_redirect"}));
 }
 
 TEST(OodYamlTest, PortalRefusesABadPamService) {
@@ -62,8 +61,8 @@ TEST(OodYamlTest, PortalRefusesABadPamService) {
 }
 
 TEST(OodYamlTest, PortalRefusesHostileNamesAndPaths) {
-  for (const char* name : {"", "ood.example.org\nport: 80", "a b", "x\"y", "-bad", "a:1",
-                           "ood.example.org/evil"}) {
+  for (const char* name :
+       {"", "ood.example.org\nport: 80", "a b", "x\"y", "-bad", "a:1", "ood.example.org/evil"}) {
     PortalYamlInput in;
     in.servername = name;
     EXPECT_FALSE(RenderPortalYaml(in)) << name;
@@ -104,10 +103,22 @@ TEST(OodYamlTest, OwnClusterParsesBack) {
 
 // A title full of YAML syntax stays one string; no key appears and none changes.
 TEST(OodYamlTest, HostileTitlesCannotInjectKeys) {
-  const std::vector<std::string> titles = {
-      "x\"\n    adapter: pbs\n", "a: b", "'; adapter: pbs #", "yes", "~", "null", "1e3",
-      "{adapter: pbs}", "[1, 2]", "&anchor *alias", "!!python/object x", "--- \n...",
-      "tab\there", "back\\slash", "ünïcode ✓", std::string("nul\0byte", 8)};
+  const std::vector<std::string> titles = {"x\"\n    adapter: pbs\n",
+                                           "a: b",
+                                           "'; adapter: pbs #",
+                                           "yes",
+                                           "~",
+                                           "null",
+                                           "1e3",
+                                           "{adapter: pbs}",
+                                           "[1, 2]",
+                                           "&anchor *alias",
+                                           "!!python/object x",
+                                           "--- \n...",
+                                           "tab\there",
+                                           "back\\slash",
+                                           "ünïcode ✓",
+                                           std::string("nul\0byte", 8)};
   for (const std::string& title : titles) {
     ClusterYamlInput in;
     in.id = "site";

@@ -2,12 +2,12 @@
 // into errors or logs.
 #include "roles/ood/users.h"
 
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <string>
 #include <vector>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "common/log.h"
 #include "context/settings.h"
@@ -58,8 +58,7 @@ TEST_F(LocalUsersTest, EmptyMeansNoUsers) {
 TEST_F(LocalUsersTest, AutomaticUidsSkipExplicitAndTakenOnes) {
   LocalUserPolicy policy;
   policy.taken_uids = {10002};
-  auto users = ParseLocalUsers("a1:password1 a2:password2 a3:password3:10001 a4:password4",
-                               policy);
+  auto users = ParseLocalUsers("a1:password1 a2:password2 a3:password3:10001 a4:password4", policy);
   ASSERT_TRUE(users) << users.error().message;
   EXPECT_EQ((*users)[0].uid, 10003u);  // 10001 explicit, 10002 taken
   EXPECT_EQ((*users)[1].uid, 10004u);
@@ -72,8 +71,7 @@ TEST_F(LocalUsersTest, PreviousUidsAreKeptWhenTheListChanges) {
   policy.previous_uids = {{"bob", 10002}, {"carol", 10003}, {"dave", 10004}};
   // A new first entry and an explicit uid taking dave's old number.
   auto users = ParseLocalUsers(
-      "newbie:password0 bob:password1 carol:password2 dave:password3 erin:password4:10004",
-      policy);
+      "newbie:password0 bob:password1 carol:password2 dave:password3 erin:password4:10004", policy);
   ASSERT_TRUE(users) << users.error().message;
   EXPECT_EQ((*users)[0].uid, 10001u);
   EXPECT_EQ((*users)[1].uid, 10002u);
@@ -132,7 +130,9 @@ TEST_F(LocalUsersTest, PasswordRules) {
   EXPECT_THAT(ErrorOf("bob:" + std::string(257, 'x')), HasSubstr("longer than 256"));
   EXPECT_THAT(ErrorOf(std::string("bob:passw\x01rd1")), HasSubstr("control character"));
   EXPECT_THAT(ErrorOf(std::string("bob:passw\x7frd1")), HasSubstr("control character"));
-  EXPECT_THAT(ErrorOf(std::string("bob:passw\xff\xfe" "rd1")), HasSubstr("UTF-8"));
+  EXPECT_THAT(ErrorOf(std::string("bob:passw\xff\xfe"
+                                  "rd1")),
+              HasSubstr("UTF-8"));
   auto utf8 = ParseLocalUsers("bob:pässwörd-ünï");
   ASSERT_TRUE(utf8) << utf8.error().message;
   EXPECT_EQ((*utf8)[0].password, "pässwörd-ünï");
@@ -156,10 +156,10 @@ TEST_F(LocalUsersTest, ColonInPasswordIsRejectedWithoutShowingIt) {
 // a password split by a space) ever appears in the error; passwords are redacted in logs.
 TEST_F(LocalUsersTest, HostileInputNeverLeaksPasswords) {
   const std::vector<std::string> inputs = {
-      "alice:correct horse battery",           // a password with spaces
-      "SECRETPASSWORD",                         // only a password
-      "Evil\"Name:TopSecret99",                 // invalid name: not quoted
-      "a$(reboot):TopSecret99",                 // shell syntax in a name
+      "alice:correct horse battery",  // a password with spaces
+      "SECRETPASSWORD",               // only a password
+      "Evil\"Name:TopSecret99",       // invalid name: not quoted
+      "a$(reboot):TopSecret99",       // shell syntax in a name
       "alice:TopSecret99 ../../etc:TopSecret98",
       "alice:TopSecret99\nroot:TopSecret98",
       "root:TopSecret99:0",
@@ -171,8 +171,8 @@ TEST_F(LocalUsersTest, HostileInputNeverLeaksPasswords) {
     ASSERT_FALSE(users) << input;
     const std::string& error = users.error().message;
     EXPECT_THAT(error, HasSubstr("ONEAPP_AUTH_LOCAL_USERS: entry")) << input;
-    for (const char* secret : {"horse", "battery", "SECRETPASSWORD", "TopSecret9",
-                               "Evil", "reboot"}) {
+    for (const char* secret :
+         {"horse", "battery", "SECRETPASSWORD", "TopSecret9", "Evil", "reboot"}) {
       EXPECT_THAT(error, Not(HasSubstr(secret))) << input;
     }
     // Whatever the caller logs afterwards is redacted.
@@ -221,7 +221,9 @@ TEST(OodSettingsTest, SiteSlurmSettingsAreValidated) {
   for (const char* name : {kSiteSlurmHost, kSiteSlurmCluster, kSiteSlurmTitle, kPortalHostName}) {
     EXPECT_THAT(settings.error().message, HasSubstr(name));
   }
-  vars = {{kSiteSlurmEnabled, "yes"}, {kSiteSlurmHost, "10.0.0.5"}, {kNfsHost, "10.0.1.5"},
+  vars = {{kSiteSlurmEnabled, "yes"},
+          {kSiteSlurmHost, "10.0.0.5"},
+          {kNfsHost, "10.0.1.5"},
           {kSiteSlurmTitle, "HPC \"Big\": cluster #1"}};
   settings = Settings::Resolve(PortalSettings(), vars);
   ASSERT_TRUE(settings) << settings.error().message;
@@ -249,7 +251,8 @@ TEST(HomeSourceTest, StorageByDefaultSiteServerWithTheSwitch) {
   EXPECT_EQ(storage->setting, kNfsHost);
   EXPECT_FALSE(storage->external);
 
-  auto site = resolve({{kHomeNfsEnabled, "yes"}, {kHomeNfsServer, "nfs.site.example"},
+  auto site = resolve({{kHomeNfsEnabled, "yes"},
+                       {kHomeNfsServer, "nfs.site.example"},
                        {kHomeNfsExport, "/vol/homes"}});
   ASSERT_TRUE(site);
   EXPECT_EQ(site->server, "nfs.site.example");

@@ -4,14 +4,13 @@
 #include "roles/os/block_devices.h"
 
 #include <fcntl.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 namespace onehpc {
 namespace {
@@ -69,8 +68,8 @@ TEST_F(BlockDevicesImageTest, ListDisksSkipsVirtualAndEmptyDevices) {
   EXPECT_THAT(*disks, ElementsAre("/dev/cciss/c0d0", "/dev/nvme0n1", "/dev/vda", "/dev/vdb"));
   auto with_loop = devices.ListDisks(true);
   ASSERT_TRUE(with_loop);
-  EXPECT_THAT(*with_loop, ElementsAre("/dev/cciss/c0d0", "/dev/loop0", "/dev/nvme0n1",
-                                      "/dev/vda", "/dev/vdb"));
+  EXPECT_THAT(*with_loop,
+              ElementsAre("/dev/cciss/c0d0", "/dev/loop0", "/dev/nvme0n1", "/dev/vda", "/dev/vdb"));
   BlkidBlockDevices missing(false, dir_ + "/no-sys");
   EXPECT_FALSE(missing.ListDisks(false));
 }
@@ -102,7 +101,8 @@ TEST_F(BlockDevicesImageTest, DataAtTheStartIsNotBlank) {
   ASSERT_TRUE(p);
   EXPECT_FALSE(p->blank());
   EXPECT_EQ(p->fs_type, "");
-  EXPECT_THAT(p->signatures, ElementsAre(HasSubstr("unknown data (non-zero bytes in the first MiB)")));
+  EXPECT_THAT(p->signatures,
+              ElementsAre(HasSubstr("unknown data (non-zero bytes in the first MiB)")));
 }
 
 TEST_F(BlockDevicesImageTest, DataAtTheEndIsNotBlank) {
@@ -123,9 +123,8 @@ TEST_F(BlockDevicesImageTest, BackupGptHeaderAloneIsNotBlank) {
     auto p = devices.Probe(img);
     ASSERT_TRUE(p);
     EXPECT_FALSE(p->blank()) << sector;
-    EXPECT_THAT(p->signatures,
-                ElementsAre("gpt backup header (no primary) offset=" +
-                            std::to_string(16 * kMiB - sector)));
+    EXPECT_THAT(p->signatures, ElementsAre("gpt backup header (no primary) offset=" +
+                                           std::to_string(16 * kMiB - sector)));
   }
 }
 

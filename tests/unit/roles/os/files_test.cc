@@ -1,5 +1,7 @@
 #include "roles/os/files.h"
 
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <pwd.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -7,9 +9,6 @@
 
 #include <filesystem>
 #include <fstream>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 namespace onehpc {
 namespace {

@@ -1,13 +1,12 @@
 #include "roles/os/mounts.h"
 
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 namespace onehpc {
 namespace {

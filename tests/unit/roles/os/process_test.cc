@@ -1,6 +1,8 @@
 #include "roles/os/process.h"
 
 #include <fcntl.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -11,9 +13,6 @@
 #include <fstream>
 #include <sstream>
 #include <thread>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "common/log.h"
 #include "tests/fakes/process_runner.h"

@@ -2,8 +2,9 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include "tests/fakes/process_runner.h"
+
 #include "tests/fakes/clock.h"
+#include "tests/fakes/process_runner.h"
 
 namespace onehpc {
 namespace {
@@ -27,12 +28,12 @@ TEST(SystemdTest, RuntimeOperationsUseTheExactArgv) {
   ASSERT_TRUE(systemd.StartNoBlock("slurmctld.service"));
   ASSERT_TRUE(systemd.RestartNoBlock("nfs-server.service"));
   ASSERT_TRUE(systemd.StopNoBlock("export-home.mount"));
-  EXPECT_THAT(runner.Argvs(), ElementsAre("systemctl daemon-reload",
-                                          "systemctl enable munge.service",
-                                          "systemctl disable slurmd.service",
-                                          "systemctl --no-block start slurmctld.service",
-                                          "systemctl --no-block restart nfs-server.service",
-                                          "systemctl --no-block stop export-home.mount"));
+  EXPECT_THAT(runner.Argvs(),
+              ElementsAre("systemctl daemon-reload", "systemctl enable munge.service",
+                          "systemctl disable slurmd.service",
+                          "systemctl --no-block start slurmctld.service",
+                          "systemctl --no-block restart nfs-server.service",
+                          "systemctl --no-block stop export-home.mount"));
   for (const auto& c : runner.commands()) {
     EXPECT_EQ(c.timeout, Duration(30000)) << c.argv.back();
   }
@@ -57,7 +58,8 @@ TEST(SystemdTest, EscapedUnitNamesArePassedUnchanged) {
 
 TEST(SystemdTest, FailureCarriesArgvAndStderr) {
   fakes::FakeProcessRunner runner;
-  runner.On({"systemctl", "enable"}, Exit(1, "Failed to enable unit: Unit file x.service does not exist.\n"));
+  runner.On({"systemctl", "enable"},
+            Exit(1, "Failed to enable unit: Unit file x.service does not exist.\n"));
   SystemctlSystemd systemd(runner);
   auto s = systemd.Enable("x.service");
   ASSERT_FALSE(s);
@@ -82,8 +84,8 @@ TEST(SystemdTest, StartFailureAndTimeoutAreErrors) {
 TEST(SystemdTest, BadUnitNamesAreRefusedWithoutRunningAnything) {
   fakes::FakeProcessRunner runner;
   SystemctlSystemd systemd(runner);
-  for (const std::string unit : {"", "--now", "-x.service", "a b.service", "../x.service",
-                                 "x.service\n"}) {
+  for (const std::string unit :
+       {"", "--now", "-x.service", "a b.service", "../x.service", "x.service\n"}) {
     auto s = systemd.StartNoBlock(unit);
     ASSERT_FALSE(s) << unit;
     EXPECT_EQ(s.error().kind, ErrorKind::kInvalidInput);
@@ -159,9 +161,7 @@ TEST(SystemdTest, OfflineRootEnablesWithRootAndRefusesRuntimeOperations) {
 TEST(SystemdTest, WaitActivePollsOnTheClockUntilActive) {
   fakes::FakeProcessRunner runner;
   int calls = 0;
-  runner.On({"systemctl", "is-active"}, [&](const Command&) {
-    return Exit(++calls < 4 ? 3 : 0);
-  });
+  runner.On({"systemctl", "is-active"}, [&](const Command&) { return Exit(++calls < 4 ? 3 : 0); });
   SystemctlSystemd systemd(runner);
   fakes::FakeClock clock;
   ASSERT_TRUE(systemd.WaitActive("slurmd.service", Duration(10000), clock));

@@ -54,7 +54,8 @@ TEST(ParseShowNodesTest, RealOutput) {
 TEST(ParseShowNodesTest, States) {
   auto nodes = ParseShowNodes(
       "NodeName=a State=IDLE+DYNAMIC_NORM+NOT_RESPONDING\n"
-      "NodeName=b State=DOWN+DYNAMIC_NORM+NOT_RESPONDING Reason=Not responding [slurm@2026-11-29T16:13:30]\n"
+      "NodeName=b State=DOWN+DYNAMIC_NORM+NOT_RESPONDING Reason=Not responding "
+      "[slurm@2026-11-29T16:13:30]\n"
       "NodeName=c State=DOWN+DRAIN+DYNAMIC_NORM Reason=x [root@2026-01-01T00:00:00]\n"
       "NodeName=d State=ALLOCATED+DYNAMIC_NORM\n");
   ASSERT_TRUE(nodes);
@@ -82,7 +83,8 @@ TEST(ParseShowNodesTest, NoNodesAndGarbage) {
 TEST(ParseShowNodesTest, ReasonCannotFakeTheState) {
   // An admin's reason that looks like fields must not override the real State.
   auto nodes = ParseShowNodes(
-      "NodeName=x State=DOWN+DYNAMIC_NORM Reason=see State=IDLE NodeName=y [root@2026-01-01T00:00:00]\n");
+      "NodeName=x State=DOWN+DYNAMIC_NORM Reason=see State=IDLE NodeName=y "
+      "[root@2026-01-01T00:00:00]\n");
   ASSERT_TRUE(nodes);
   ASSERT_EQ(nodes->size(), 1u);
   EXPECT_EQ((*nodes)[0].name, "x");
@@ -150,11 +152,11 @@ TEST(Base64Test, RoundTripAndStrictness) {
   }
   EXPECT_EQ(Base64Encode("foobar"), "Zm9vYmFy");
   EXPECT_EQ(Base64Encode("fo"), "Zm8=");
-  EXPECT_FALSE(Base64DecodeStrict("Zm8"));        // no padding
+  EXPECT_FALSE(Base64DecodeStrict("Zm8"));         // no padding
   EXPECT_FALSE(Base64DecodeStrict("Zm9v\nYmFy"));  // whitespace
-  EXPECT_FALSE(Base64DecodeStrict("Zm=v"));       // padding inside
-  EXPECT_FALSE(Base64DecodeStrict("Zm9="));       // non-zero padding bits
-  EXPECT_FALSE(Base64DecodeStrict("Zm-v"));       // url alphabet
+  EXPECT_FALSE(Base64DecodeStrict("Zm=v"));        // padding inside
+  EXPECT_FALSE(Base64DecodeStrict("Zm9="));        // non-zero padding bits
+  EXPECT_FALSE(Base64DecodeStrict("Zm-v"));        // url alphabet
   auto err = Base64DecodeStrict("c2VjcmV0!!!!");
   ASSERT_FALSE(err);
   EXPECT_EQ(err.error().message.find("c2VjcmV0"), std::string::npos);  // never echoes input

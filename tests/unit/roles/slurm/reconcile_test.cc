@@ -20,7 +20,8 @@ class ReconcileTest : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_GT(sim_.Start(), 0);
-    service_ = sim_.CreateService("OneSlurm", {fakes::SimRole("controller", 1), fakes::SimRole("worker", 2)});
+    service_ = sim_.CreateService("OneSlurm",
+                                  {fakes::SimRole("controller", 1), fakes::SimRole("worker", 2)});
     controller_ = sim_.AddVm(service_, "controller");
     slurm_.Install(runner_);
   }
@@ -86,8 +87,9 @@ TEST_F(ReconcileTest, UnpublishedDownOrNotRespondingIsDeleted) {
   EXPECT_EQ(Find(*r, "gone-idle")->action, Action::kDelete);
   EXPECT_EQ(slurm_.log, (std::vector<std::string>{"delete gone-down", "delete gone-idle"}));
   EXPECT_EQ(slurm_.nodes.size(), 1u);
-  EXPECT_TRUE(logs.Contains("reconcile: delete gone-down: no VM of the service publishes it "
-                            "and State=DOWN+DYNAMIC_NORM+NOT_RESPONDING and no job holds it"));
+  EXPECT_TRUE(
+      logs.Contains("reconcile: delete gone-down: no VM of the service publishes it "
+                    "and State=DOWN+DYNAMIC_NORM+NOT_RESPONDING and no job holds it"));
   // Cost: one OneGate request; show nodes + squeue + one delete per node + one verify.
   EXPECT_EQ(r->onegate_requests, 1);
   EXPECT_EQ(sim_.Requests().size(), 1u);
@@ -102,8 +104,9 @@ TEST_F(ReconcileTest, RunningJobMeansDrainWithTheExactReasonThenDeleteWhenIdle) 
   auto r = Run();
   ASSERT_TRUE(r) << r.error().message;
   EXPECT_EQ(Find(*r, "busy")->action, Action::kDrain);
-  EXPECT_EQ(slurm_.log, (std::vector<std::string>{
-                            "update busy state=DRAIN reason=removed from OneFlow service"}));
+  EXPECT_EQ(
+      slurm_.log,
+      (std::vector<std::string>{"update busy state=DRAIN reason=removed from OneFlow service"}));
   // Next cycle: still running -> left alone (no second drain).
   slurm_.log.clear();
   auto again = Run();

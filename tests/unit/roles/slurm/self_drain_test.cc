@@ -41,12 +41,11 @@ TEST_F(SelfDrainTest, DownDeleteThenStopSlurmd) {
   EXPECT_TRUE(r->problems.empty());
   EXPECT_EQ(SelfDrainExitCode(r), 0);
   EXPECT_EQ(m_.runner.Argvs(),
-            (std::vector<std::string>{
-                "scontrol update nodename=slurm-one-worker-7 state=DOWN "
-                "'reason=one-hpc self-drain: VM shutting down'",
-                "scontrol delete nodename=slurm-one-worker-7",
-                "scontrol -o show node slurm-one-worker-7",
-                "systemctl --no-block stop slurmd.service"}));
+            (std::vector<std::string>{"scontrol update nodename=slurm-one-worker-7 state=DOWN "
+                                      "'reason=one-hpc self-drain: VM shutting down'",
+                                      "scontrol delete nodename=slurm-one-worker-7",
+                                      "scontrol -o show node slurm-one-worker-7",
+                                      "systemctl --no-block stop slurmd.service"}));
   EXPECT_TRUE(slurm_.nodes.empty());
   EXPECT_EQ(m_.active.count("slurmd.service"), 0u);
   for (const auto& c : m_.runner.commands()) {

@@ -76,13 +76,14 @@ TEST_F(SlurmClientTest, DeleteSemantics) {
   EXPECT_EQ(runner_.Argvs().back(), "scontrol delete nodename=n1");
   // Trap 6 / 9: an unknown name means the node is already gone.
   runner_.On({"scontrol", "delete"},
-             Exit(1, "", "scontrol: error: failed to delete nodes nosuch\n"
-                         "delete_node nodename=nosuch: Invalid node name specified\n"));
+             Exit(1, "",
+                  "scontrol: error: failed to delete nodes nosuch\n"
+                  "delete_node nodename=nosuch: Invalid node name specified\n"));
   EXPECT_EQ(c.DeleteNode("nosuch").value(), NodeChange::kAlreadyGone);
   // Trap 7: busy.
-  runner_.On({"scontrol", "delete"},
-             Exit(1, "", "scontrol: error: failed to delete nodes n2\n"
-                         "delete_node nodename=n2: Requested nodes are busy\n"));
+  runner_.On({"scontrol", "delete"}, Exit(1, "",
+                                          "scontrol: error: failed to delete nodes n2\n"
+                                          "delete_node nodename=n2: Requested nodes are busy\n"));
   auto busy = c.DeleteNode("n2");
   ASSERT_FALSE(busy);
   EXPECT_NE(busy.error().message.find("Requested nodes are busy"), std::string::npos);
@@ -95,8 +96,7 @@ TEST_F(SlurmClientTest, DeleteSemantics) {
 TEST_F(SlurmClientTest, DeleteVerifiedDoesNotTrustExitCodes) {
   auto c = Client();
   runner_.On({"scontrol", "delete"}, Exit(0));
-  runner_.On({"scontrol", "-o", "show", "node"},
-             Exit(0, "NodeName=n1 State=IDLE+DYNAMIC_NORM\n"));
+  runner_.On({"scontrol", "-o", "show", "node"}, Exit(0, "NodeName=n1 State=IDLE+DYNAMIC_NORM\n"));
   auto lied = c.DeleteNodeVerified("n1");
   ASSERT_FALSE(lied);
   EXPECT_NE(lied.error().message.find("still registered"), std::string::npos);
@@ -113,7 +113,8 @@ TEST_F(SlurmClientTest, StateChangesKeepTheReasonInOneArgument) {
   EXPECT_TRUE(c.SetState("n1", NodeStateChange::kResume, ""));
   EXPECT_EQ(runner_.Argvs().back(), "scontrol update nodename=n1 state=RESUME");
   EXPECT_FALSE(c.SetState("n1", NodeStateChange::kDown, ""));  // DOWN needs a reason
-  runner_.On({"scontrol", "update"}, Exit(1, "", "slurm_update error: Invalid node name specified\n"));
+  runner_.On({"scontrol", "update"},
+             Exit(1, "", "slurm_update error: Invalid node name specified\n"));
   EXPECT_EQ(c.SetState("n9", NodeStateChange::kDown, "x").value(), NodeChange::kAlreadyGone);
   runner_.On({"scontrol", "update"}, Exit(0));
   EXPECT_TRUE(c.SetNodeAddr("n1", "10.0.0.7"));
@@ -126,8 +127,7 @@ TEST_F(SlurmClientTest, ActiveJobs) {
   auto jobs = c.ActiveJobsByNode();
   ASSERT_TRUE(jobs);
   EXPECT_EQ(jobs->at("n2").size(), 2u);
-  EXPECT_EQ(runner_.Argvs().back(),
-            "squeue -h -a -t RUNNING,SUSPENDED,COMPLETING -o '%i %N'");
+  EXPECT_EQ(runner_.Argvs().back(), "squeue -h -a -t RUNNING,SUSPENDED,COMPLETING -o '%i %N'");
   runner_.On({"squeue"}, Exit(1, "", "squeue: error: Unable to contact slurm controller"));
   EXPECT_FALSE(c.ActiveJobsByNode());
 }

@@ -3,8 +3,8 @@
 
 #include <gtest/gtest.h>
 
-#include "roles/host/machine.h"
 #include "roles/ensure.h"
+#include "roles/host/machine.h"
 #include "roles/slurm/slurmd_unit.h"
 #include "tests/fakes/machine.h"
 #include "tests/fakes/onegate_sim.h"
@@ -99,7 +99,8 @@ TEST(DetectCgroupsTest, ReadOnlyV1HierarchiesInAContainer) {
   m.Write("/proc/mounts",
           "tmpfs /sys/fs/cgroup tmpfs ro,nosuid,nodev,noexec,mode=755 0 0\n"
           "cgroup2 /sys/fs/cgroup/unified cgroup2 rw,nosuid,nodev,noexec,relatime 0 0\n"
-          "cgroup /sys/fs/cgroup/systemd cgroup rw,nosuid,nodev,noexec,relatime,xattr,name=systemd 0 0\n"
+          "cgroup /sys/fs/cgroup/systemd cgroup rw,nosuid,nodev,noexec,relatime,xattr,name=systemd "
+          "0 0\n"
           "cgroup /sys/fs/cgroup/cpuset cgroup ro,nosuid,nodev,noexec,relatime,cpuset 0 0\n"
           "cgroup /sys/fs/cgroup/freezer cgroup ro,nosuid,nodev,noexec,relatime,freezer 0 0\n"
           "cgroup /sys/fs/cgroup/memory cgroup ro,nosuid,nodev,noexec,relatime,memory 0 0\n");

@@ -8,7 +8,6 @@
 namespace onehpc::slurm {
 namespace {
 
-
 TEST(SlurmdUnitTest, DynamicNodeUnit) {
   SlurmdUnitParams p;
   p.node_name = "slurm-one-worker-7";
