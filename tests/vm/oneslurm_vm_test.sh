@@ -15,11 +15,11 @@
 #   5. hard kill: a worker's qemu gets SIGKILL while a job runs there and the VM leaves the
 #      simulated service (as OneFlow drops a VM that is gone); the shipped
 #      oneslurm-reconcile.timer (every 60 s) drains the node with reason `removed from OneFlow
-#      service`, then deletes it once the job is gone. The kill is placed 10 s after a
-#      reconcile run: with SlurmdTimeout=60 Slurm marks the node NOT_RESPONDING after about
-#      20-40 s and DOWN (which ends the job) after about 60-90 s, so the next run (60 s after
-#      the last) falls between the two; a kill at a random moment may miss that window, and
-#      then the node is deleted without a drain, which is correct but proves less;
+#      service`, then deletes it once the job is gone. The kill is placed 8 s after a
+#      reconcile run: with SlurmdTimeout=60 Slurm marks the node NOT_RESPONDING about 40 s
+#      after the kill and DOWN (which ends the job) no sooner than 60 s after it, so the next
+#      run (52 s after the kill) falls between the two; a kill at a random moment may miss that
+#      window, and then the node is deleted without a drain, which is correct but proves less;
 #   6. graceful: after a poweroff of the other worker its node is gone (self-drain).
 # Prints the accelerator, the image size, build time and the timings, and writes them to
 # $ONEHPC_BINARY_DIR/image-kvm-results.txt.
@@ -382,7 +382,8 @@ $(diagnose "$name" "$ip")"
 
 ctl_ip=10.79.0.11
 ctl() { vm_ssh "$ctl_ip" "$@"; }
-node_line() { ctl scontrol -o show node "$1" 2>/dev/null; }  # empty when not registered
+# Empty when not registered (scontrol prints "Node X not found" on stdout then).
+node_line() { ctl scontrol -o show node "$1" 2>/dev/null | grep '^NodeName='; }
 secs_since_ms() { awk -v ms=$(( $(now_ms) - $1 )) 'BEGIN{printf "%.1f", ms/1000}'; }
 
 # ---- 3. controller, then 2 workers, each idle in sinfo before the next boots ---------------------
@@ -462,7 +463,8 @@ fi
 
 # ---- 6. hard kill of worker2 while a job runs there ---------------------------------------------
 victim=worker2 vnode=${wnode[worker2]}
-job=$(ctl sbatch --parsable --no-requeue -w "$vnode" -J vm-hard -o /dev/null -D /tmp --wrap 'sleep 600' 2>&1)
+# One string: ssh joins its arguments with blanks for the remote shell.
+job=$(ctl "sbatch --parsable --no-requeue -w $vnode -J vm-hard -o /dev/null -D /tmp --wrap 'sleep 600'" 2>&1)
 t0=$(date +%s) jstate=""
 while [ $(( $(date +%s) - t0 )) -lt 90 ]; do
     jstate=$(ctl squeue -h -j "$job" -o '%T %N' 2>/dev/null)
@@ -472,12 +474,14 @@ done
 if [ "$jstate" = "RUNNING $vnode" ]; then pass "job $job runs on $vnode"; else
     fail "job ${job:-?} runs on $vnode" "squeue: '$jstate'"
 fi
-# Place the kill 10 s after a reconcile run (the header says why), from the controller's clock.
+# Place the kill 8 s after a reconcile run (the header says why), from the controller's clock:
+# the next run comes 52 s after the kill; NOT_RESPONDING was seen 42 s after a kill here, and
+# DOWN cannot come before SlurmdTimeout (60 s) after the last answer.
 # shellcheck disable=SC2016  # expanded on the controller
 timing=$(ctl 'echo $(systemctl show -P InactiveExitTimestampMonotonic oneslurm-reconcile.service) $(cut -d" " -f1 /proc/uptime)')
 delay=$(awk -v last="${timing% *}" -v now="${timing#* }" 'BEGIN {
     if (last + 0 == 0) { print 0; exit }
-    at = last / 1e6 + 10; while (at < now) at += 60; printf "%.1f", at - now }')
+    at = last / 1e6 + 8; while (at < now) at += 60; printf "%.1f", at - now }')
 log "reconcile timer: last run at ${timing% *} us, now ${timing#* } s; killing $victim in $delay s"
 sleep "$delay"
 log "SIGKILL to $victim's qemu (no shutdown); the VM leaves the service in the simulator"
