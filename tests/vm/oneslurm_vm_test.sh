@@ -467,11 +467,11 @@ victim=worker2 vnode=${wnode[worker2]}
 job=$(ctl "sbatch --parsable --no-requeue -w $vnode -J vm-hard -o /dev/null -D /tmp --wrap 'sleep 600'" 2>&1)
 t0=$(date +%s) jstate=""
 while [ $(( $(date +%s) - t0 )) -lt 90 ]; do
-    jstate=$(ctl squeue -h -j "$job" -o '%T %N' 2>/dev/null)
-    [ "$jstate" = "RUNNING $vnode" ] && break
+    jstate=$(ctl squeue -h -j "$job" -o %T:%N 2>/dev/null)  # no blank: ssh would split it
+    [ "$jstate" = "RUNNING:$vnode" ] && break
     sleep 2
 done
-if [ "$jstate" = "RUNNING $vnode" ]; then pass "job $job runs on $vnode"; else
+if [ "$jstate" = "RUNNING:$vnode" ]; then pass "job $job runs on $vnode"; else
     fail "job ${job:-?} runs on $vnode" "squeue: '$jstate'"
 fi
 # Place the kill 8 s after a reconcile run (the header says why), from the controller's clock:
@@ -523,7 +523,7 @@ if [ "$deleted" = yes ] && grep -q "reconcile: delete $vnode: .*no job holds it"
     pass "reconciler deleted $vnode once job $job was gone ($deleted_seconds s after the drain)"
 else
     fail "reconciler deleted $vnode once job $job was gone" \
-        "node: $(node_line "$vnode"); job: $(ctl squeue -h -j "$job" -o '%T %N' 2>&1)
+        "node: $(node_line "$vnode"); job: $(ctl squeue -h -j "$job" -o %T:%N 2>&1)
 $(grep "$vnode\|Slurm nodes" <<<"$journal" | tail -n 10)"
 fi
 
