@@ -26,7 +26,7 @@ DEPS_TEST := util-linux e2fsprogs xfsprogs dosfstools fdisk cryptsetup-bin lvm2 
 DEPS_LAB := systemd-container debootstrap munge slurmctld slurmd slurm-client
 DEPS := $(DEPS_BUILD) $(DEPS_TEST) $(DEPS_LAB)
 
-.PHONY: all deps build build-asan build-fuzz test test-unit test-asan test-fuzz package demo bench clean
+.PHONY: all deps build build-asan build-fuzz test test-unit test-vm test-asan test-fuzz package demo bench clean
 
 all: build
 
@@ -52,16 +52,21 @@ build-fuzz:
 	  -DONEHPC_SANITIZE=fuzzer -DONEHPC_FUZZ_SECONDS=$(FUZZ_SECONDS) $(LAUNCHER) >/dev/null
 	cmake --build $(BUILD_FUZZ) -j$(JOBS)
 
-# The whole suite: unit + integration + lab on the normal build, unit + integration under
-# ASan/UBSan, and every fuzz target for FUZZ_SECONDS.
-test: deps build build-asan build-fuzz
-	ctest --test-dir $(BUILD) --output-on-failure -L 'unit|integration|lab'
+# The whole suite: unit + integration + lab + the VM smoke (tests/vm, real VMs; the image tools
+# come from image-deps) on the normal build, unit + integration under ASan/UBSan, and every
+# fuzz target for FUZZ_SECONDS.
+test: deps image-deps build build-asan build-fuzz
+	ctest --test-dir $(BUILD) --output-on-failure -L 'unit|integration|lab|vm'
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	  ctest --test-dir $(BUILD_ASAN) --output-on-failure -L 'unit|integration'
 	ctest --test-dir $(BUILD_FUZZ) --output-on-failure -L fuzz
 
 test-unit: build
 	ctest --test-dir $(BUILD) --output-on-failure -L unit
+
+# Only the VM smoke (tests/vm/oneslurm_vm_test.sh): root, qemu (KVM or TCG).
+test-vm: deps image-deps build
+	ctest --test-dir $(BUILD) --output-on-failure -L vm
 
 package: build
 	cmake --build $(BUILD) --target package

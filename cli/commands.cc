@@ -48,12 +48,18 @@ struct RealSystem {
   SystemAdapters adapters;
 };
 
+// Every command, configure and the timers' alike, finds its context here: --context FILE,
+// one-contextd's environment (the hook), else the CONTEXT CD-ROM (read afresh each time),
+// the saved context.sh.network or /context/ (roles/boot_context.h).
 Result<LoadedContext> LoadForCommand(const CommonOptions& options, bool from_one_context) {
-  ContextLoadOptions load;
-  if (!options.context_file.empty()) load.context_file = options.context_file;
+  CommandContextOptions load;
+  load.context_file = options.context_file;
   load.root = options.root;
-  load.allow_environment = from_one_context;
-  return LoadContext(load);
+  load.from_one_context = from_one_context;
+  Files files(options.root);
+  BlkidBlockDevices block_devices;
+  LibmountMounts mounts;
+  return LoadCommandContext(load, block_devices, mounts, files);
 }
 
 // Variables whose values are secrets in a raw context (besides settings marked secret).
@@ -148,10 +154,7 @@ int CmdConfigure(const CommonOptions& options, const std::string& entry, bool dr
     log::Info("configure already ran this boot from the one-context hook; nothing to do");
     return kExitOk;
   }
-  Result<LoadedContext> context =
-      (entry == "service" && options.context_file.empty())
-          ? LoadBootContext(options.root, sys.block_devices, sys.mounts, sys.files)
-          : LoadForCommand(options, entry == "one-context");
+  Result<LoadedContext> context = LoadForCommand(options, entry == "one-context");
   if (!context) {
     log::Error("cannot read the VM's context: {}", context.error().message);
     return ExitCodeFor(context.error().kind);
@@ -274,7 +277,7 @@ int CmdContext(const CommonOptions& options, bool json, bool show_secrets) {
 
 namespace {
 
-// Runs outside configure (timers, shutdown): the context is the saved one.
+// Runs outside configure (timers, shutdown), with the context LoadForCommand found.
 Result<std::unique_ptr<OneGateClient>> OneGateFor(const LoadedContext& context, HttpTransport& http) {
   auto config = OneGateConfig::FromContext(context);
   if (!config) return Fail(config.error());

@@ -68,8 +68,8 @@ struct ContextLoadOptions {
 
 /// Finds and reads the context. Order: `--context FILE`; the environment when it came from
 /// one-contextd (CONTEXT_FILE is set); the saved `/var/run/one-context/context.sh.network`;
-/// a `/context/context.sh` directory; otherwise kNotFound. (The CONTEXT CD-ROM is searched
-/// by the one-hpc-configure.service path in roles/, which mounts it and passes the file.)
+/// a `/context/context.sh` directory; otherwise kNotFound. (The CONTEXT CD-ROM comes first
+/// for every command: roles/boot_context.h mounts it, passes its context.sh here, unmounts.)
 ///
 /// With CONTEXT_FILE set, the file it names is parsed (source kEnvironment, origin = that
 /// path), because the environment cannot be trusted to carry multi-line values exactly;

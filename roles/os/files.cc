@@ -337,6 +337,28 @@ Status Files::Remove(const std::string& path) {
   return Ok();
 }
 
+Result<std::string> Files::MakeTempDir(const std::string& parent, const std::string& prefix) {
+  if (prefix.find('/') != std::string::npos) {
+    return Fail(ErrorKind::kInvalidInput, "temporary directory prefix '" + prefix + "' has a /");
+  }
+  if (Status made = MakeDirs(parent, 0755); !made) return Fail(made.error());
+  std::string path = (parent == "/" ? "" : parent) + "/" + prefix + "XXXXXX";
+  std::string host = HostPath(path);
+  if (::mkdtemp(host.data()) == nullptr) {
+    return Fail(ErrorKind::kIo, "cannot create a directory " + host + ": " + Errno(errno));
+  }
+  return path.substr(0, path.size() - 6) + host.substr(host.size() - 6);
+}
+
+Status Files::RemoveDir(const std::string& path) {
+  if (auto s = CheckPath(path); !s) return s;
+  std::string host = HostPath(path);
+  if (::rmdir(host.c_str()) != 0 && errno != ENOENT) {
+    return Fail(ErrorKind::kIo, "cannot remove the directory " + host + ": " + Errno(errno));
+  }
+  return Ok();
+}
+
 Result<std::vector<std::string>> Files::List(const std::string& dir) const {
   if (auto s = CheckPath(dir); !s) return Fail(s.error());
   std::string host = HostPath(dir);

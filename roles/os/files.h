@@ -50,6 +50,11 @@ class Files {
                   const std::optional<FileOwner>& owner = std::nullopt);
   /// Removes a file; a missing file is fine.
   Status Remove(const std::string& path);
+  /// A new empty directory `<parent>/<prefix>XXXXXX` (mkdtemp: unique name, mode 0700,
+  /// owned by the caller); `parent` is created first (0755) if missing. Returns its path.
+  Result<std::string> MakeTempDir(const std::string& parent, const std::string& prefix);
+  /// Removes an empty directory; a missing one is fine.
+  Status RemoveDir(const std::string& path);
   Result<std::vector<std::string>> List(const std::string& dir) const;
 
  private:
