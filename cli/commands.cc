@@ -10,9 +10,8 @@
 #include <cstring>
 #include <iostream>
 #include <memory>
-#include <regex>
-
 #include <nlohmann/json.hpp>
+#include <regex>
 
 #include "common/log.h"
 #include "context/context_file.h"
@@ -22,12 +21,12 @@
 #include "roles/boot_context.h"
 #include "roles/configure.h"
 #include "roles/dispatcher.h"
+#include "roles/nfs/exports.h"
 #include "roles/os/block_devices.h"
 #include "roles/os/files.h"
 #include "roles/os/mounts.h"
 #include "roles/os/process.h"
 #include "roles/os/systemd.h"
-#include "roles/nfs/exports.h"
 #include "roles/slurm/reconcile.h"
 #include "roles/slurm/self_drain.h"
 
@@ -37,7 +36,7 @@ namespace {
 /// The real adapters, built once per command.
 struct RealSystem {
   explicit RealSystem(const std::string& root)
-      : files(root), systemd(runner, root), adapters{runner, files, systemd, block_devices,
+      : files(root), systemd(runner, root), adapters{runner, files,         systemd, block_devices,
                                                      mounts, SystemClock(), http} {}
   RealProcessRunner runner;
   Files files;
@@ -67,10 +66,9 @@ bool IsSecretVariable(const std::string& name, const std::vector<SettingSpec>& s
   static const std::regex kSecret(
       ".*(PASSWORD|PASSWD|SECRET|PRIVATE|TOKENTXT|ONEGATE_TOKEN|MUNGE_KEY|_KEY_BASE64).*");
   if (std::regex_match(name, kSecret)) return true;
-  return std::any_of(specs.begin(), specs.end(),
-                     [&](const SettingSpec& s) {
-                       return (s.secret || s.type == SettingType::kPassword) && s.name == name;
-                     });
+  return std::any_of(specs.begin(), specs.end(), [&](const SettingSpec& s) {
+    return (s.secret || s.type == SettingType::kPassword) && s.name == name;
+  });
 }
 
 constexpr const char* kMask = "********";
@@ -166,8 +164,8 @@ int CmdConfigure(const CommonOptions& options, const std::string& entry, bool dr
   ConfigureOutcome outcome = RunConfigure(request, sys.adapters);
   if (dry_run) {
     std::cout << "Plan for role " << (outcome.role.empty() ? "(unknown)" : outcome.role)
-              << " (context: " << request.context.origin << ", root: "
-              << (options.root.empty() ? "/" : options.root) << ")\n\n"
+              << " (context: " << request.context.origin
+              << ", root: " << (options.root.empty() ? "/" : options.root) << ")\n\n"
               << outcome.plan.Render();
     if (outcome.exit_code != kExitOk) {
       std::cout << "\nThe plan stops here: " << outcome.error << "\n";
@@ -228,7 +226,8 @@ int CmdSettings(const CommonOptions& options, const SettingsOutput& output) {
   }
   auto role = MakeRole(role_name);
   if (!role) {
-    log::Error("{}", UnknownRoleError({role_name, output.role.empty() ? "the VM" : "--role"}).message);
+    log::Error("{}",
+               UnknownRoleError({role_name, output.role.empty() ? "the VM" : "--role"}).message);
     return kExitInvalidInput;
   }
   auto settings = Settings::Resolve(SettingsFor(*role), context->vars);
@@ -243,8 +242,8 @@ int CmdSettings(const CommonOptions& options, const SettingsOutput& output) {
   }
   std::cout << "Settings of role " << role_name << ":\n";
   for (const auto& [name, entry] : values.items()) {
-    std::string value = entry["value"].is_string() ? entry["value"].get<std::string>()
-                                                   : entry["value"].dump();
+    std::string value =
+        entry["value"].is_string() ? entry["value"].get<std::string>() : entry["value"].dump();
     std::cout << "  " << name << " = " << value << "  (" << entry.value("source", "") << ")\n";
   }
   return kExitOk;
@@ -278,7 +277,8 @@ int CmdContext(const CommonOptions& options, bool json, bool show_secrets) {
 namespace {
 
 // Runs outside configure (timers, shutdown), with the context LoadForCommand found.
-Result<std::unique_ptr<OneGateClient>> OneGateFor(const LoadedContext& context, HttpTransport& http) {
+Result<std::unique_ptr<OneGateClient>> OneGateFor(const LoadedContext& context,
+                                                  HttpTransport& http) {
   auto config = OneGateConfig::FromContext(context);
   if (!config) return Fail(config.error());
   // Bounded so a cycle ends well inside its unit's TimeoutStartSec.
@@ -332,10 +332,13 @@ int CmdStorageRefresh(const CommonOptions& options) {
     why = "OneGate is not configured: " + client.error().message;
   }
   // Without OneGate the refresher still repairs the exports from the last good state.
-  auto outcome = nfs::RefreshExports(files, runner, [&]() -> Result<ServiceInfo> {
-    if (!onegate) return Fail(ErrorKind::kNetwork, why);
-    return onegate->GetService(/*extended=*/true);
-  }, /*live=*/options.root.empty() || options.root == "/");
+  auto outcome = nfs::RefreshExports(
+      files, runner,
+      [&]() -> Result<ServiceInfo> {
+        if (!onegate) return Fail(ErrorKind::kNetwork, why);
+        return onegate->GetService(/*extended=*/true);
+      },
+      /*live=*/options.root.empty() || options.root == "/");
   if (!outcome) {
     log::Error("storage-refresh: {}", outcome.error().message);
     return ExitCodeFor(outcome.error().kind);

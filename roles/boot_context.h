@@ -45,8 +45,7 @@ struct CommandContextOptions {
 /// CONTEXT_FILE; otherwise LoadBootContext, so every command finds the context that
 /// configure used on every boot path (CD only, one-context, /context/).
 Result<LoadedContext> LoadCommandContext(const CommandContextOptions& options,
-                                         BlockDevices& block_devices, Mounts& mounts,
-                                         Files& files);
+                                         BlockDevices& block_devices, Mounts& mounts, Files& files);
 
 }  // namespace onehpc
 

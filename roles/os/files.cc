@@ -64,9 +64,8 @@ std::string BaseName(const std::string& path) {
 }
 
 bool AllDigits(const std::string& s) {
-  return !s.empty() && std::all_of(s.begin(), s.end(), [](unsigned char c) {
-    return std::isdigit(c);
-  });
+  return !s.empty() &&
+         std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c); });
 }
 
 /// Field 3 (the id) of the line whose first field is `name` in a passwd/group style file.
@@ -108,7 +107,7 @@ Result<gid_t> LookupGroup(const std::string& root, const std::string& group) {
   int rc = ::getgrnam_r(group.c_str(), &gr, buf.data(), buf.size(), &found);
   if (rc == 0 && found) return found->gr_gid;
   return Fail(ErrorKind::kNotFound, "group '" + group + "' not found in " + root +
-                                         "/etc/group nor in the host's group database");
+                                        "/etc/group nor in the host's group database");
 }
 
 /// uid and gid for an owner; -1 for a part left empty (unchanged).
@@ -281,7 +280,8 @@ Result<bool> Files::Matches(const std::string& path, const std::string& content,
   return same;
 }
 
-Status Files::MakeDirs(const std::string& path, mode_t mode, const std::optional<FileOwner>& owner) {
+Status Files::MakeDirs(const std::string& path, mode_t mode,
+                       const std::optional<FileOwner>& owner) {
   if (auto s = CheckPath(path); !s) return s;
   auto ids = ResolveOwner(root_, owner);
   if (!ids) return Fail(ids.error().WithContext("cannot create directory " + HostPath(path)));
@@ -312,8 +312,8 @@ Status Files::MakeDirs(const std::string& path, mode_t mode, const std::optional
     }
     struct stat st;
     if (::stat(current.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-      return Fail(ErrorKind::kIo, "cannot create directory " + current +
-                                      ": it exists and is not a directory");
+      return Fail(ErrorKind::kIo,
+                  "cannot create directory " + current + ": it exists and is not a directory");
     }
   }
   if (owner) {

@@ -2,6 +2,8 @@
 // CONTEXT CD-ROM is "mounted" by copying a directory onto the mount point.
 #include "roles/boot_context.h"
 
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 
 #include <filesystem>
@@ -10,11 +12,8 @@
 #include <string>
 #include <vector>
 
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
-
 #include "common/log.h"
-#include "tests/unit/fake_mounts.h"
+#include "tests/fakes/mounts.h"
 
 namespace onehpc {
 namespace {
@@ -39,12 +38,12 @@ class CdBlockDevices : public BlockDevices {
 };
 
 // Mount copies the CD's files onto the target, Unmount removes them again.
-class CdMounts : public testing_fakes::FakeMounts {
+class CdMounts : public fakes::FakeMounts {
  public:
-  std::string cd_contents;              ///< directory standing for the CD
-  std::vector<MountEntry> history;      ///< every Mount call
-  std::vector<mode_t> target_modes;     ///< the mount point's mode at each Mount
-  std::vector<std::string> unmounted;   ///< every Unmount target
+  std::string cd_contents;             ///< directory standing for the CD
+  std::vector<MountEntry> history;     ///< every Mount call
+  std::vector<mode_t> target_modes;    ///< the mount point's mode at each Mount
+  std::vector<std::string> unmounted;  ///< every Unmount target
   bool fail_mount = false;
   Status Mount(const MountEntry& entry) override {
     history.push_back(entry);
