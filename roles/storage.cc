@@ -18,15 +18,6 @@ namespace {
 constexpr char kHomeNfsEnabled[] = "ONEAPP_HOME_NFS_ENABLED";
 constexpr char kNfsServer[] = "nfs-server.service";
 
-Status EnsureDir(RoleEnv& env, const std::string& path, const std::string& why) {
-  if (env.files.Exists(path)) {
-    env.plan.Keep(path, "directory exists; its content is kept");
-    return Ok();
-  }
-  return env.plan.Do("create " + path + " (0755)", why,
-                     [&] { return env.files.MakeDirs(path, 0755); });
-}
-
 class StorageRole : public Role {
  public:
   explicit StorageRole(StorageOptions options) : options_(std::move(options)) {}
@@ -48,12 +39,13 @@ class StorageRole : public Role {
               external_home ? "on the site's NFS server (ONEAPP_HOME_NFS_ENABLED)"
                             : "served from this VM");
 
-    if (auto s = EnsureDir(env, ood::kSlurmExport,
-                           "the portal keeps the Slurm controller state there (root disk)");
+    if (auto s = EnsureDirectory(env, ood::kSlurmExport, 0755, std::nullopt,
+                                 "the portal keeps the Slurm controller state there (root disk)");
         !s) {
       return s;
     }
-    if (auto s = EnsureDir(env, ood::kSoftwareExport, "the software tree for the compute network");
+    if (auto s = EnsureDirectory(env, ood::kSoftwareExport, 0755, std::nullopt,
+                                 "the software tree for the compute network");
         !s) {
       return s;
     }
@@ -97,7 +89,9 @@ class StorageRole : public Role {
                                      "=YES: the homes live on the site's NFS server; no disk "
                                      "is looked at and /export/home is not exported");
     } else {
-      if (auto s = EnsureDir(env, ood::kHomeExport, "the users' home directories"); !s) {
+      if (auto s = EnsureDirectory(env, ood::kHomeExport, 0755, std::nullopt,
+                                   "the users' home directories");
+          !s) {
         return Fail(s.error());
       }
       if (container) {

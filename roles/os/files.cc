@@ -300,9 +300,12 @@ Status Files::MakeDirs(const std::string& path, mode_t mode,
     start = end + 1;
     if (component.empty() || component == ".") continue;
     current += "/" + component;
-    if (::mkdir(current.c_str(), mode & 07777) == 0) {
+    // With an owner (as install -d -o -g -m) the parents are 0755 and only the last one gets
+    // `mode`; without, every directory made gets `mode`.
+    const mode_t made_mode = (owner && start < path.size()) ? 0755 : (mode & 07777);
+    if (::mkdir(current.c_str(), made_mode) == 0) {
       // mkdir applies the umask; the mode asked for is what we want.
-      if (::chmod(current.c_str(), mode & 07777) != 0) {
+      if (::chmod(current.c_str(), made_mode) != 0) {
         return Fail(ErrorKind::kIo, "cannot chmod " + current + ": " + Errno(errno));
       }
       continue;

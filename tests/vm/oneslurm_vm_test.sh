@@ -77,9 +77,10 @@ logs=$BIN_DIR/image-kvm-logs
 # shellcheck disable=SC2317  # called by the EXIT trap
 cleanup() {
     local name pid
+    trap '' HUP INT TERM  # a signal now (the watchdog's) must not cut the clean-up short
     if [ -n "$watchdog_pid" ]; then
-        pkill -TERM -P "$watchdog_pid" 2>/dev/null  # its sleep, by parent PID
-        kill -TERM "$watchdog_pid" 2>/dev/null
+        kill -TERM "$watchdog_pid" 2>/dev/null      # the watchdog first, then its sleep
+        pkill -TERM -P "$watchdog_pid" 2>/dev/null  # (by parent PID)
     fi
     for name in "${!qemu_pid[@]}"; do
         pid=${qemu_pid[$name]}
@@ -103,8 +104,9 @@ trap 'exit 1' HUP INT TERM
 # VM_TIMEOUT=SECONDS (set by ctest): stop, cleaning up, before ctest's TIMEOUT kills us.
 if [ "${VM_TIMEOUT:-0}" -gt 0 ]; then
     # TERM to the children too: a command substitution would keep the trap waiting.
-    (sleep "$VM_TIMEOUT"; echo "### oneslurm_vm_test: VM_TIMEOUT=$VM_TIMEOUT s reached, stopping"
-     kill -TERM $$; pkill -TERM -P $$) &
+    # Only a sleep that ran out stops the test (a killed one, at clean-up, does nothing).
+    (sleep "$VM_TIMEOUT" && { echo "### oneslurm_vm_test: VM_TIMEOUT=$VM_TIMEOUT s reached, stopping"
+     kill -TERM $$; pkill -TERM -P $$; }) &
     watchdog_pid=$!
 fi
 
@@ -382,8 +384,16 @@ $(diagnose "$name" "$ip")"
 
 ctl_ip=10.79.0.11
 ctl() { vm_ssh "$ctl_ip" "$@"; }
-# Empty when not registered (scontrol prints "Node X not found" on stdout then).
-node_line() { ctl scontrol -o show node "$1" 2>/dev/null | grep '^NodeName='; }
+# node_line NODE: prints the node's record; exit 0 registered, 1 not registered (scontrol
+# says "not found"), 2 unknown (ssh or scontrol failed: slurmctld busy with a dead node, a
+# lost packet). Only a 1 is ever read as "deleted".
+node_line() {
+    local out
+    out=$(ctl scontrol -o show node "$1" 2>&1)
+    if grep '^NodeName=' <<<"$out"; then return 0; fi
+    if grep -q 'not found' <<<"$out"; then return 1; fi
+    return 2
+}
 secs_since_ms() { awk -v ms=$(( $(now_ms) - $1 )) 'BEGIN{printf "%.1f", ms/1000}'; }
 
 # ---- 3. controller, then 2 workers, each idle in sinfo before the next boots ---------------------
@@ -491,13 +501,14 @@ kill_ms=$(now_ms)
 sim POST "/_sim/vms/${vm_id[$victim]}/terminate" '{"hard":true}' >/dev/null
 drained=no seen_states=""
 while [ $(( $(now_ms) - kill_ms )) -lt 240000 ]; do
-    line=$(node_line "$vnode")
+    line=$(node_line "$vnode"); rc=$?
+    if [ "$rc" = 2 ]; then sleep 3; continue; fi  # no answer this time: ask again
     st=$(sed -n 's/.* State=\([^ ]*\).*/\1/p' <<<"$line")
     case "$seen_states" in *" $st@"*) ;; *) seen_states="$seen_states $st@$(secs_since_ms "$kill_ms")s";; esac
     if grep -q 'Reason=removed from OneFlow service' <<<"$line" && grep -q DRAIN <<<"$st"; then
         drained=yes; break
     fi
-    [ -z "$line" ] && break  # deleted without a drain
+    [ "$rc" = 1 ] && break  # deleted without a drain
     sleep 3
 done
 if [ "$drained" = yes ]; then
@@ -514,7 +525,7 @@ $(ctl journalctl -b -u oneslurm-reconcile.service -o short-monotonic --no-pager 
 fi
 deleted=no
 while [ $(( $(now_ms) - drained_ms )) -lt 300000 ]; do
-    if [ -z "$(node_line "$vnode")" ] && ctl true 2>/dev/null; then deleted=yes; break; fi
+    if node_line "$vnode" >/dev/null; [ $? = 1 ]; then deleted=yes; break; fi
     sleep 5
 done
 journal=$(ctl journalctl -b -u oneslurm-reconcile.service -o cat --no-pager 2>/dev/null)

@@ -156,7 +156,8 @@ TEST_F(FilesTest, MakeDirsGivesTheLastDirectoryItsOwnerAndMode) {
   EXPECT_EQ(st.st_uid, 4321u);
   EXPECT_EQ(st.st_gid, 4322u);
   EXPECT_EQ(st.st_mode & 07777, 0700u);
-  EXPECT_EQ(Stat(root_ + "/var/lib/x").st_uid, 0u);  // parents stay root's
+  EXPECT_EQ(Stat(root_ + "/var/lib/x").st_uid, 0u);  // parents stay root's, 0755
+  EXPECT_EQ(Stat(root_ + "/var/lib/x").st_mode & 07777, 0755u);
   // An existing directory gets them too (as install -d -o -g -m).
   ASSERT_TRUE(::chmod((root_ + "/var/lib/x/state").c_str(), 0755) == 0);
   ASSERT_TRUE(files.MakeDirs("/var/lib/x/state", 0700, FileOwner{"4321", "4322"}));
