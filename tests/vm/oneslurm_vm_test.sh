@@ -79,8 +79,10 @@ cleanup() {
     local name pid
     trap '' HUP INT TERM  # a signal now (the watchdog's) must not cut the clean-up short
     if [ -n "$watchdog_pid" ]; then
-        kill -TERM "$watchdog_pid" 2>/dev/null      # the watchdog first, then its sleep
-        pkill -TERM -P "$watchdog_pid" 2>/dev/null  # (by parent PID)
+        # Its sleep first (by parent PID: once the subshell is gone the sleep would be
+        # orphaned and keep ctest's pipe open); a killed sleep ends the subshell by itself.
+        pkill -TERM -P "$watchdog_pid" 2>/dev/null
+        kill -TERM "$watchdog_pid" 2>/dev/null
     fi
     for name in "${!qemu_pid[@]}"; do
         pid=${qemu_pid[$name]}
