@@ -103,9 +103,7 @@ class StorageRole : public Role {
         env.plan.Keep(std::string("homes in ") + ood::kHomeExport + " on the root filesystem",
                       "in a container the block devices in view are the host's");
       } else {
-        disk::HomeMountOptions mount_options{options_.exclusive, options_.find_label,
-                                             options_.candidates, options_.sys_class_block};
-        auto on_disk = disk::EnsureHomeDisk(env, mount_options);
+        auto on_disk = disk::EnsureHomeDisk(env, options_);
         if (!on_disk) return Fail(on_disk.error());
         return *on_disk;
       }

@@ -11,20 +11,15 @@
 #include <vector>
 
 #include "context/settings.h"
-#include "roles/disk/home_disk.h"
+#include "roles/disk/home_mount.h"
 #include "roles/names.h"
 #include "roles/role.h"
 
 namespace onehpc {
 
-/// What tests replace; the defaults are the real machine.
-struct StorageOptions {
-  disk::ExclusiveCheck exclusive = disk::OpenExclusive;
-  /// Finds the ood-home filesystem; empty = env.block_devices.FindByLabel.
-  disk::LabelFinder find_label;
-  /// Candidate whole disks; empty = env.block_devices.ListDisks minus the root disk.
-  std::function<Result<std::vector<std::string>>(RoleEnv&)> candidates;
-  std::string sys_class_block = "/sys/class/block";
+/// What tests replace (the home disk's seams, disk::HomeMountOptions, and exportfs); the
+/// defaults are the real machine.
+struct StorageOptions : disk::HomeMountOptions {
   /// Run exportfs even when the files are under a --root (tests with a fake runner);
   /// otherwise exportfs runs only on the real root, as it acts on the running system.
   bool exportfs_under_root = false;
