@@ -56,7 +56,7 @@ build-fuzz:
 # come from image-deps) on the normal build, unit + integration under ASan/UBSan, and every
 # fuzz target for FUZZ_SECONDS.
 test: deps image-deps build build-asan build-fuzz
-	ctest --test-dir $(BUILD) --output-on-failure -L 'unit|integration|lab|vm'
+	ctest --test-dir $(BUILD) --output-on-failure -L '^(unit|integration|lab|vm-smoke)$$'
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	  ctest --test-dir $(BUILD_ASAN) --output-on-failure -L 'unit|integration'
 	ctest --test-dir $(BUILD_FUZZ) --output-on-failure -L fuzz
@@ -64,9 +64,9 @@ test: deps image-deps build build-asan build-fuzz
 test-unit: build
 	ctest --test-dir $(BUILD) --output-on-failure -L unit
 
-# Only the VM smoke (tests/vm/oneslurm_vm_test.sh): root, qemu (KVM or TCG).
+# Every real-VM test (tests/vm): the smoke and the scenarios; root, qemu (KVM or TCG).
 test-vm: deps image-deps build
-	ctest --test-dir $(BUILD) --output-on-failure -L vm
+	ctest --test-dir $(BUILD) --output-on-failure -L '^vm-'
 
 package: build
 	cmake --build $(BUILD) --target package

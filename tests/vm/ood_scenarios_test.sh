@@ -1,0 +1,298 @@
+#!/bin/bash
+# The Open OnDemand service on real VMs (tests/vm/vm_lib.sh), with the kernel NFS server and
+# virtio disks: the storage, portal and worker roles on the open-ondemand image, one NIC each
+# on a private bridge (10.79.1.0/24), the OneGate simulator, a CONTEXT CD per VM.
+#
+# Scenarios (issue 12), in this order, each a PASS/FAIL line:
+#   8. a storage VM whose second disk is ext4 labelled `data` stops with the ERROR naming the
+#      device and its content; the disk's bytes are unchanged (sha256 before and after);
+#   6. a storage VM with a blank second disk formats it `ood-home`, mounts it at /export/home
+#      and exports it with the kernel NFS server; the portal and 2 workers mount /home, the
+#      Slurm state (portal) and the software export over NFS; `one-hpc home-create alice`, then
+#      a job of alice on both workers writes into her home (seen on the storage VM's disk);
+#      the timers' commands read the CD-only context (exports refresher on the storage VM,
+#      portal-following on the workers);
+#   9. the storage VM's qemu is stopped (SIGSTOP) for 33 s while a job runs: `sinfo` on the
+#      portal answers, slurmctld stays active, and after SIGCONT the job finishes and its
+#      output is in the home;
+#  10. (first half) the portal reboots with a job running and a job pending: both are there
+#      afterwards, the running one with the same start time;
+#   7. the storage VM is powered off, terminated and re-created (a new VM, a new root disk,
+#      the same address) with the same home disk: it is mounted, not formatted, every file of
+#      the homes has the same sha256 as before, and the portal reads alice's home again;
+#  10. (second half) the portal is killed (SIGKILL of its qemu), terminated, and replaced by a
+#      new VM with a new address: the same munge key, the pending job still queued, a job
+#      finished before found by sacct (restored from the dump), the workers follow the new
+#      address (both idle in its sinfo) and a job of alice runs on both.
+# Not here yet (issue 12): the site's own NFS server with root_squash (11).
+#
+# Label vm-scenarios: `make test-vm` runs it, `make test` does not. Figures in
+# $ONEHPC_BINARY_DIR/ood_scenarios-results.txt. Exit 77 (skipped) as vm_lib.sh says.
+# shellcheck disable=SC2317  # the predicates are called through wait_until
+set -uo pipefail
+
+# shellcheck source=SCRIPTDIR/vm_lib.sh
+. "$(dirname "$0")/vm_lib.sh"
+vm_begin ood_scenarios
+
+USERS="alice:alicepass1 bob:bobpass12:20001"
+NET=10.79.1
+STO_IP=$NET.11 PORTAL_IP=$NET.12 FOREIGN_IP=$NET.20
+declare -A wip=([w1]=$NET.13 [w2]=$NET.14) wnode=()
+
+vm_deb
+vm_base_image
+vm_pick_accel
+vm_image open-ondemand
+vm_net_up "$NET"
+vm_service open-ondemand
+
+# wait_until SECONDS COMMAND...: true as soon as COMMAND succeeds (every 3 s); $waited is the
+# time it took.
+waited=0
+wait_until() {
+    local limit=$1 t0; shift
+    t0=$(date +%s)
+    while ! "$@"; do
+        if [ $(( $(date +%s) - t0 )) -ge "$limit" ]; then waited=$(( $(date +%s) - t0 )); return 1; fi
+        sleep 3
+    done
+    waited=$(( $(date +%s) - t0 ))
+}
+PORTAL=portal  # the VM that is the portal now (10 replaces it)
+P() { vm_ssh "$PORTAL" "$@"; }
+as_alice() { P "runuser -u alice -- $*"; }
+tree_sums() {  # tree_sums NAME DIR: sha256 and path of every file under DIR, sorted
+    vm_ssh "$1" "cd $2 && find . -type f -print0 | sort -z | xargs -0 -r sha256sum"
+}
+
+# ---- 8. a foreign filesystem on the second disk: ERROR, nothing written -------------------------
+data_disk=$work/data.raw
+mkdir -p "$work/data-files"
+echo "a site's data that one-hpc must not touch" > "$work/data-files/keep.txt"
+truncate -s 256M "$data_disk"
+mkfs.ext4 -q -F -L data -d "$work/data-files" "$data_disk"
+data_sum=$(sha256sum < "$data_disk" | cut -d' ' -f1)
+vm_new foreign open-ondemand storage "$FOREIGN_IP" || vm_report
+log "booting foreign (storage, VM ${vm_id[foreign]}) with an ext4 'data' disk"
+vm_boot foreign 1024 "$data_disk"
+why=$(vm_wait_ready foreign "$ready_timeout"); rc=$?
+if [ "$rc" = 1 ] && grep -q '/dev/vdb' <<<"$why" && grep -q 'ext4' <<<"$why" && grep -q "data" <<<"$why"; then
+    pass "storage with an ext4 'data' disk stops with an ERROR naming /dev/vdb and its content ($(secs_since_ms "${boot_ms[foreign]}") s): ${why#ERROR=}"
+else
+    fail "storage with an ext4 'data' disk stops with an ERROR naming /dev/vdb and its content" \
+        "rc=$rc: $why"
+fi
+vm_wait_ssh foreign 120
+out=$(vm_ssh foreign 'findmnt -rn -S /dev/vdb; echo ssh-ok')
+if [ "$(tail -n1 <<<"$out")" = ssh-ok ] && ! grep -q '^/' <<<"$out"; then pass "the 'data' disk is not mounted on the refused storage VM"; else
+    fail "the 'data' disk is not mounted on the refused storage VM" "$out"
+fi
+vm_ssh foreign 'systemctl poweroff' >/dev/null 2>&1
+vm_wait_down foreign 120 || vm_forget foreign
+sim POST "/_sim/vms/${vm_id[foreign]}/terminate" '{}' >/dev/null
+if [ "$(sha256sum < "$data_disk" | cut -d' ' -f1)" = "$data_sum" ]; then
+    pass "the 'data' disk's bytes are unchanged (sha256 $data_sum)"
+else
+    fail "the 'data' disk's bytes are unchanged" "sha256 before $data_sum, after $(sha256sum < "$data_disk")"
+fi
+
+# ---- 6. storage formats a blank disk; portal and workers on NFS; alice's job on both workers -----
+home_disk=$work/home.raw
+truncate -s 2G "$home_disk"
+vm_start storage open-ondemand storage "$STO_IP" 1024 "$home_disk" || vm_report
+out=$(vm_ssh storage 'blkid -o export /dev/vdb; findmnt -rn -o SOURCE,FSTYPE /export/home; systemctl is-active nfs-server.service; exportfs -s')
+if grep -q '^LABEL=ood-home$' <<<"$out" && grep -q '^/dev/vdb ' <<<"$out" && grep -qx active <<<"$out" &&
+   grep -q "^/export/home  *$NET.0/24(" <<<"$out"; then
+    pass "storage: /dev/vdb formatted 'ood-home', mounted at /export/home, exported by the kernel NFS server"
+else
+    fail "storage: /dev/vdb formatted 'ood-home', mounted at /export/home, exported by the kernel NFS server" "$out"
+fi
+home_uuid=$(vm_ssh storage 'blkid -s UUID -o value /dev/vdb')
+
+vm_start portal open-ondemand portal "$PORTAL_IP" 2048 "" "ONEAPP_NFS_HOST=$STO_IP" \
+    "ONEAPP_AUTH_LOCAL_USERS=$USERS" || vm_report
+for w in w1 w2; do
+    vm_new "$w" open-ondemand worker "${wip[$w]}" "ONEAPP_NFS_HOST=$STO_IP" \
+        "ONEAPP_AUTH_LOCAL_USERS=$USERS" || vm_report
+    log "booting $w (ood-worker, VM ${vm_id[$w]}, ${wip[$w]})"
+    vm_boot "$w" 1536
+done
+for w in w1 w2; do
+    if why=$(vm_wait_ready "$w" "$ready_timeout"); then
+        ready_seconds[$w]=$(secs_since_ms "${boot_ms[$w]}")
+        vm_result "${w}_boot_to_ready_seconds" "${ready_seconds[$w]}"
+        pass "$w (ood-worker) boots and publishes READY=YES (${ready_seconds[$w]} s, both booted together)"
+    else
+        fail "$w (ood-worker) boots and publishes READY=YES" "$why
+$(vm_diagnose "$w")"
+        vm_report
+    fi
+    wnode[$w]=ood-worker-${vm_id[$w]}
+done
+
+mounts_ok() {  # mounts_ok NAME MOUNTPOINT...: each an NFS mount from the storage VM
+    local name=$1 m out; shift
+    for m in "$@"; do
+        out=$(vm_ssh "$name" "findmnt -rn -o SOURCE,FSTYPE --mountpoint $m")
+        case $out in "$STO_IP:"*" nfs"*) ;; *) echo "$m: '$out'"; return 1;; esac
+    done
+}
+if why=$(mounts_ok portal /home /var/lib/one-hpc/portal-state /opt/software); then
+    pass "portal: /home, the Slurm state and /opt/software are NFS mounts from $STO_IP"
+else fail "portal: /home, the Slurm state and /opt/software are NFS mounts from $STO_IP" "$why"; fi
+for w in w1 w2; do
+    if why=$(mounts_ok "$w" /home /opt/software); then
+        pass "$w: /home and /opt/software are NFS mounts from $STO_IP"
+    else fail "$w: /home and /opt/software are NFS mounts from $STO_IP" "$why"; fi
+done
+
+both_idle() {
+    local w
+    for w in w1 w2; do
+        [ "$(P "sinfo -h -N -n ${wnode[$w]} -o %t" 2>/dev/null | head -n1)" = idle ] || return 1
+    done
+}
+if wait_until 120 both_idle; then pass "sinfo on the portal: ${wnode[w1]} and ${wnode[w2]} idle (${waited} s after READY)"
+else fail "sinfo on the portal: both workers idle" "$(P 'sinfo -N' 2>&1)"; vm_report; fi
+
+if out=$(P 'one-hpc home-create alice' 2>&1); then pass "portal: one-hpc home-create alice"; else
+    fail "portal: one-hpc home-create alice" "$out"; fi
+uid=$(P 'id -u alice')
+# shellcheck disable=SC2016  # expanded by the job's shell
+out=$(as_alice "timeout 120 srun -N2 -D /home/alice bash -c 'id -un; hostname > vm-\$SLURMD_NODENAME'" 2>&1 | sort | paste -sd' ')
+if [ "$out" = "alice alice" ]; then pass "srun -N2 as alice runs as alice on both workers"; else
+    fail "srun -N2 as alice runs as alice on both workers" "$out"; fi
+out=$(vm_ssh storage "stat -c '%u %n' /export/home/alice/vm-${wnode[w1]} /export/home/alice/vm-${wnode[w2]}" 2>&1)
+if [ "$(grep -c "^$uid " <<<"$out")" = 2 ]; then
+    pass "the job's files are on the storage VM's ood-home disk, owned by alice ($uid)"
+else fail "the job's files are on the storage VM's ood-home disk, owned by alice ($uid)" "$out"; fi
+
+# The timers' commands on CD-only VMs: the exports refresher (storage) names the portal, the
+# portal-following (workers) ran; each loaded the context from the CD.
+journal_has_cd() {  # journal_has_cd NAME UNIT
+    local j
+    j=$(vm_ssh "$1" "journalctl -b -u $2 -o cat --no-pager" 2>/dev/null)
+    grep -q 'loaded from the context CD-ROM' <<<"$j" && ! grep -q 'no context found' <<<"$j"
+}
+refresher_ok() {
+    vm_ssh storage "grep -qF '$PORTAL_IP(' /etc/exports.d/one-hpc.exports" &&
+        journal_has_cd storage one-hpc-exports-refresh.service
+}
+if wait_until 150 refresher_ok; then
+    pass "storage: the exports refresher timer loads the CD-only context and exports to the portal $PORTAL_IP"
+else fail "storage: the exports refresher timer loads the CD-only context and exports to the portal" \
+    "$(vm_ssh storage 'cat /etc/exports.d/one-hpc.exports; journalctl -b -u one-hpc-exports-refresh.service -o cat --no-pager | tail -n 8')"; fi
+if wait_until 150 journal_has_cd w1 one-hpc-follow-portal.service; then
+    pass "w1: one-hpc-follow-portal.timer's runs load the CD-only context"
+else fail "w1: one-hpc-follow-portal.timer's runs load the CD-only context" \
+    "$(vm_ssh w1 'systemctl list-timers --all --no-pager; journalctl -b -u one-hpc-follow-portal.service -o cat --no-pager | tail -n 8')"; fi
+
+# ---- 9. the NFS server paused for 33 s while a job runs ------------------------------------------
+job_state() { P "squeue -h -j $1 -o %T" 2>/dev/null; }
+running() { [ "$(job_state "$1")" = RUNNING ]; }
+finished() { [ -z "$(job_state "$1")" ]; }
+job=$(as_alice "sbatch --parsable -D /home/alice -o /dev/null --wrap 'echo before > pause-before; sleep 45; echo after > pause-after'" 2>&1)
+if wait_until 60 running "$job"; then pass "job $job runs"; else fail "job ${job:-?} runs" "$(job_state "$job")"; fi
+log "SIGSTOP to the storage VM's qemu for 33 s"
+kill -STOP "${qemu_pid[storage]}"
+t0=$(date +%s) answered=0 asked=0 slow=""
+while [ $(( $(date +%s) - t0 )) -lt 33 ]; do
+    asked=$((asked + 1)); t1=$(now_ms)
+    if P 'timeout 10 sinfo -h -o %D' >/dev/null 2>&1; then answered=$((answered + 1)); else slow="$slow $(secs_since_ms "$t1")s"; fi
+    sleep 4
+done
+ctld=$(P 'systemctl is-active slurmctld.service' 2>&1)
+kill -CONT "${qemu_pid[storage]}"
+log "SIGCONT to the storage VM's qemu"
+if [ "$answered" = "$asked" ]; then pass "sinfo on the portal answered $answered/$asked times while the NFS server was stopped"
+else fail "sinfo on the portal answered while the NFS server was stopped" "$answered/$asked answered; failed after:$slow"; fi
+if [ "$ctld" = active ]; then pass "slurmctld stayed active while the NFS server was stopped"
+else fail "slurmctld stayed active while the NFS server was stopped" "$ctld"; fi
+if wait_until 180 finished "$job" &&
+   [ "$(vm_ssh storage 'cat /export/home/alice/pause-after' 2>/dev/null)" = after ]; then
+    pass "job $job finished after the pause and wrote its output into the home (${waited} s after SIGCONT)"
+    vm_result job_done_after_nfs_pause_seconds "$waited"
+else
+    fail "job $job finished after the pause and wrote its output into the home" \
+        "state '$(job_state "$job")'; $(P "sacct -n -X -j $job -o State,ExitCode" 2>&1)"
+fi
+
+# ---- 10 (first half). the portal reboots with a job running and one pending ---------------------
+run_job=$(as_alice "sbatch --parsable -N1 --exclusive -w ${wnode[w1]} -D /home/alice -o /dev/null --wrap 'sleep 600'" 2>&1)
+wait_until 60 running "$run_job"
+pend_job=$(as_alice "sbatch --parsable -N2 -D /home/alice -o /dev/null --wrap 'sleep 5'" 2>&1)
+start_before=$(P "squeue -h -j $run_job -o %S" 2>/dev/null)
+pend_before=$(job_state "$pend_job")
+log "rebooting the portal (job $run_job ${start_before:+started $start_before}, job $pend_job $pend_before)"
+t0=$(now_ms)
+P 'systemctl reboot' >/dev/null 2>&1
+sleep 10
+ctld_up() { [ "$(P 'systemctl is-active slurmctld.service' 2>/dev/null)" = active ] && P 'scontrol ping' 2>/dev/null | grep -q UP; }
+if wait_until 600 ctld_up; then
+    vm_result portal_reboot_to_slurmctld_seconds "$(secs_since_ms "$t0")"
+    pass "portal rebooted, slurmctld answers ($(secs_since_ms "$t0") s)"
+else fail "portal rebooted, slurmctld answers" "$(tail -n 20 "$work/portal.console")"; fi
+state_after=$(P "squeue -h -j $run_job -o %T:%S" 2>&1)
+if [ "$state_after" = "RUNNING:$start_before" ]; then pass "job $run_job still RUNNING after the portal's reboot, same start $start_before"
+else fail "job $run_job still RUNNING after the portal's reboot, same start" "before RUNNING:$start_before, after '$state_after'"; fi
+if [ "$(job_state "$pend_job")" = PENDING ] && [ "$pend_before" = PENDING ]; then pass "job $pend_job still PENDING after the portal's reboot"
+else fail "job $pend_job still PENDING after the portal's reboot" "before '$pend_before', after '$(job_state "$pend_job")'"; fi
+P "scancel $run_job $pend_job" >/dev/null 2>&1
+
+# ---- 7. the storage VM re-created with the same home disk ---------------------------------------
+sums_before=$(tree_sums storage /export/home)
+files=$(wc -l <<<"$sums_before")
+log "powering off the storage VM ($files files in the homes), then a new VM with the same disk"
+vm_ssh storage 'systemctl poweroff' >/dev/null 2>&1
+if vm_wait_down storage 180; then pass "storage powers off"; else fail "storage powers off within 180 s"; vm_forget storage; fi
+sim POST "/_sim/vms/${vm_id[storage]}/terminate" '{}' >/dev/null
+vm_forget storage
+# storage2: a new VM (new id, token and root disk) with the same address and the same disk
+if vm_start storage2 open-ondemand storage "$STO_IP" 1024 "$home_disk"; then
+    out=$(vm_ssh storage2 "blkid -s UUID -o value /dev/vdb; journalctl -b -u one-hpc-configure.service -o cat --no-pager | grep -ci 'mkfs\|formatting'")
+    if [ "$(head -n1 <<<"$out")" = "$home_uuid" ] && [ "$(tail -n1 <<<"$out")" = 0 ]; then
+        pass "new storage VM ${vm_id[storage2]} (was ${vm_id[storage]}) mounted the same ood-home ($home_uuid) without formatting"
+    else fail "new storage VM mounted the same ood-home without formatting" "$out"; fi
+    sums_after=$(tree_sums storage2 /export/home)
+    if [ "$sums_after" = "$sums_before" ] && [ "$files" -ge 4 ]; then
+        pass "every file of the homes ($files) has the same sha256 on the re-created storage VM"
+    else fail "every file of the homes has the same sha256 on the re-created storage VM" \
+        "$(diff <(echo "$sums_before") <(echo "$sums_after"))"; fi
+    reads() { [ "$(P 'timeout 20 cat /home/alice/pause-after' 2>/dev/null)" = after ]; }
+    if wait_until 240 reads; then pass "the portal reads alice's home again from the new storage VM (${waited} s)"
+    else fail "the portal reads alice's home again from the new storage VM" "$(P 'findmnt /home; dmesg | tail -n 5' 2>&1)"; fi
+fi
+# ---- 10 (second half). the portal replaced by a new VM with a new address -----------------------
+PORTAL2_IP=$NET.15
+done_job=$(as_alice "sbatch --parsable --wait -D /home/alice -o /dev/null --wrap true" 2>&1 | tail -n1)
+later_job=$(as_alice "sbatch --parsable --begin=now+1hour -D /home/alice -o /dev/null --wrap true" 2>&1)
+in_sacct() { P "sacct -n -X -j $1 -o JobID" 2>/dev/null | grep -qw "$1"; }
+wait_until 60 in_sacct "$done_job"
+if out=$(P 'systemctl start one-hpc-accounting-dump.service' 2>&1); then
+    pass "old portal: accounting dumped by hand (job $done_job in sacct)"
+else fail "old portal: accounting dumped by hand" "$out"; fi
+key_before=$(P 'sha256sum /etc/munge/munge.key' | cut -d' ' -f1)
+log "SIGKILL to the portal's qemu; terminated in OneGate; a new portal VM at $PORTAL2_IP"
+vm_forget portal
+sim POST "/_sim/vms/${vm_id[portal]}/terminate" '{"hard":true}' >/dev/null
+t0=$(now_ms)
+vm_start portal2 open-ondemand portal "$PORTAL2_IP" 2048 "" "ONEAPP_NFS_HOST=$STO_IP" \
+    "ONEAPP_AUTH_LOCAL_USERS=$USERS" || vm_report
+PORTAL=portal2
+if [ "$(P 'sha256sum /etc/munge/munge.key' | cut -d' ' -f1)" = "$key_before" ]; then
+    pass "new portal: the same munge key (from the state export)"
+else fail "new portal: the same munge key (from the state export)"; fi
+if [ "$(P "squeue -h -j $later_job -o %T" 2>/dev/null)" = PENDING ]; then
+    pass "new portal: job $later_job still PENDING (the queue kept)"
+else fail "new portal: job $later_job still PENDING" "$(P 'squeue' 2>&1)"; fi
+if wait_until 60 in_sacct "$done_job"; then pass "new portal: sacct shows job $done_job (accounting restored from the dump)"
+else fail "new portal: sacct shows job $done_job (accounting restored from the dump)" "$(P "sacct -X -j $done_job" 2>&1)"; fi
+if wait_until 180 both_idle; then
+    vm_result workers_follow_new_portal_seconds "$(secs_since_ms "$t0")"
+    pass "the workers follow the new portal: both idle in its sinfo ($(secs_since_ms "$t0") s after it started)"
+else fail "the workers follow the new portal: both idle in its sinfo" "$(P 'sinfo -N' 2>&1)"; fi
+out=$(as_alice "timeout 120 srun -N2 -D /home/alice id -un" 2>&1 | paste -sd' ')
+if [ "$out" = "alice alice" ]; then pass "srun -N2 as alice from the new portal"; else
+    fail "srun -N2 as alice from the new portal" "$out"; fi
+vm_report

@@ -1,0 +1,475 @@
+#!/bin/bash
+# vm_lib.sh - the VM lab shared by tests/vm/*_test.sh (source it; bash).
+#
+# Real VMs as OpenNebula runs them: qemu (KVM when /dev/kvm boots the base image's kernel, else
+# TCG, chosen at run time and printed) on copy-on-write overlays of the image that
+# image-build/build-image.sh makes from the .deb, a private bridge in a network namespace of
+# its own, the OneGate simulator on that bridge (operator API on), one CONTEXT ISO per VM
+# (context.sh and token.txt exactly as OpenNebula writes them, made with
+# `xorriso -as mkisofs -V CONTEXT -J -R`) and extra virtio disks where a test asks for them.
+# The images have no one-context: a VM's context exists only on its CD.
+#
+# Caches (ONEHPC_IMAGE_CACHE, default /var/cache/one-hpc-image): the base image (rebuilt when
+# its scripts change) and one appliance image per appliance, rebuilt when what goes into it
+# changes (what the .deb installs, the install steps, the Packer template, the base image).
+# ONEHPC_KVM_IMAGE=FILE reuses a built image; ONEHPC_DEB=FILE uses that .deb;
+# ONEHPC_KVM_ACCEL=kvm|tcg forces the accelerator; ONEHPC_VM_TESTS=0 skips (exit 77).
+#
+# Clean-up on any exit: every qemu this test started (TERM, then KILL), the simulator, the
+# network namespace with its bridge and taps, the work directory (consoles and logs are copied
+# to $ONEHPC_BINARY_DIR/<test>-logs first). Nothing it did not start is touched.
+#
+# Use:  . vm_lib.sh; vm_begin NAME; vm_deb; vm_base_image; vm_pick_accel; vm_image APPLIANCE;
+#       vm_net_up 10.79.N; vm_service APPLIANCE; vm_new ...; vm_boot ...; vm_wait_ready ...;
+#       pass/fail ...; vm_result KEY VALUE; vm_report.
+
+VM_SRC=${ONEHPC_SOURCE_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+VM_BIN_DIR=${ONEHPC_BINARY_DIR:-$VM_SRC/build}
+# shellcheck source=SCRIPTDIR/../../image-build/lib.sh
+. "$VM_SRC/image-build/lib.sh"
+
+PY=/usr/bin/python3
+[ -x "$PY" ] || PY=python3
+
+vm_test="" work="" ns="" net="" sim_pid="" watchdog_pid="" accel="" accel_why=""
+ready_timeout=900 image="" deb="" base="" base_seconds="" build_seconds="" service_id=""
+passed=0 failed=0 test_t0=$(date +%s)
+declare -A qemu_pid=() vm_id=() vm_token=() vm_ip=() vm_mac=() vm_tap=() boot_ms=() ready_seconds=()
+declare -a vm_results=()
+
+pass() { echo "PASS $1"; passed=$((passed + 1)); }
+fail() { echo "FAIL $1"; [ $# -lt 2 ] || printf '%s\n' "$2" | sed 's/^/    /'; failed=$((failed + 1)); }
+log() { echo "--- $(date +%T) $*"; }
+secs_since_ms() { awk -v ms=$(( $(now_ms) - $1 )) 'BEGIN{printf "%.1f", ms/1000}'; }
+json_get() {  # json_get EXPR < json   (EXPR in Python on `d`)
+    "$PY" -c 'import json,sys; d=json.load(sys.stdin); v=eval(sys.argv[1]); print(v if v is not None else "")' "$1"
+}
+
+vm_skip() {
+    echo "###########################################################################"
+    echo "### ${vm_test:-vm test} SKIPPED: $*"
+    echo "###########################################################################"
+    exit 77
+}
+
+# vm_begin NAME: skip unless it can run; the work directory, the clean-up trap, the watchdog.
+vm_begin() {
+    vm_test=$1
+    case ${ONEHPC_VM_TESTS:-${ONEHPC_KVM_TESTS:-1}} in
+        0|no|NO|false) vm_skip "ONEHPC_VM_TESTS=0";;
+    esac
+    [ "$(id -u)" = 0 ] || vm_skip "needs root (network namespace, taps)"
+    local tool
+    for tool in packer qemu-system-x86_64 qemu-img mmdebstrap extlinux xorriso ssh ssh-keygen curl ip mkfs.ext4; do
+        command -v "$tool" >/dev/null || vm_skip "tool $tool is missing: make image-deps installs the image tools"
+    done
+    case ${ONEHPC_KVM_ACCEL:-} in
+        ""|kvm|tcg) ;;
+        *) vm_skip "ONEHPC_KVM_ACCEL must be kvm or tcg, not '$ONEHPC_KVM_ACCEL'";;
+    esac
+    work=$(mktemp -d "${TMPDIR:-/tmp}/one-hpc-$vm_test.XXXXXX")
+    ns=onehpc-vm-$$
+    ssh-keygen -q -t ed25519 -N '' -C "one-hpc-$vm_test" -f "$work/ssh-key"
+    trap vm_cleanup EXIT
+    trap 'exit 1' HUP INT TERM
+    # VM_TIMEOUT=SECONDS (set by ctest): stop, cleaning up, before ctest's TIMEOUT kills us.
+    # TERM to the children too: a command substitution would keep the trap waiting. Only a
+    # sleep that ran out stops the test (a killed one, at clean-up, does nothing).
+    if [ "${VM_TIMEOUT:-0}" -gt 0 ]; then
+        (sleep "$VM_TIMEOUT" && { echo "### $vm_test: VM_TIMEOUT=$VM_TIMEOUT s reached, stopping"
+         kill -TERM $$; pkill -TERM -P $$; }) &
+        watchdog_pid=$!
+    fi
+}
+
+# shellcheck disable=SC2317  # called by the EXIT trap
+vm_cleanup() {
+    local name pid logs=$VM_BIN_DIR/$vm_test-logs
+    trap '' HUP INT TERM  # a signal now (the watchdog's) must not cut the clean-up short
+    if [ -n "$watchdog_pid" ]; then
+        # Its sleep first (by parent PID: once the subshell is gone the sleep would be
+        # orphaned and keep ctest's pipe open); a killed sleep ends the subshell by itself.
+        pkill -TERM -P "$watchdog_pid" 2>/dev/null
+        kill -TERM "$watchdog_pid" 2>/dev/null
+    fi
+    for name in "${!qemu_pid[@]}"; do
+        pid=${qemu_pid[$name]}
+        kill -CONT "$pid" 2>/dev/null  # a stopped qemu does not act on TERM
+        if kill -0 "$pid" 2>/dev/null; then kill -TERM "$pid" 2>/dev/null; fi
+    done
+    sleep 1
+    for name in "${!qemu_pid[@]}"; do
+        pid=${qemu_pid[$name]}
+        if kill -0 "$pid" 2>/dev/null; then kill -KILL "$pid" 2>/dev/null; fi
+    done
+    if [ -n "$sim_pid" ] && kill -0 "$sim_pid" 2>/dev/null; then kill -TERM "$sim_pid"; fi
+    wait 2>/dev/null
+    if [ -n "$ns" ] && ip netns list | grep -qw "$ns"; then ip netns del "$ns"; fi
+    [ -n "$work" ] || return 0
+    rm -rf "$logs"
+    mkdir -p "$logs"
+    cp "$work"/*.console "$work"/*.log "$work"/image/build-console.log "$logs"/ 2>/dev/null
+    rm -rf "$work"
+}
+
+vm_result() { vm_results+=("$1=$2"); }
+
+# vm_report: the figures (also to $ONEHPC_BINARY_DIR/<test>-results.txt), the count, and exit
+# 0 when no check failed.
+vm_report() {
+    local line
+    {
+        echo "accelerator=$accel ($accel_why)"
+        echo "image: $image"
+        echo "base_build_seconds=$base_seconds"
+        echo "image_build_seconds=$build_seconds"
+        for line in "${vm_results[@]}"; do echo "$line"; done
+        echo "total_seconds=$(( $(date +%s) - test_t0 ))"
+    } | tee "$VM_BIN_DIR/$vm_test-results.txt"
+    echo "$passed passed, $failed failed"
+    [ "$failed" -eq 0 ]
+    exit
+}
+vm_abort() { echo "$passed passed, $failed failed"; exit 1; }
+
+# vm_deb: the one-hpc .deb ($ONEHPC_DEB, or built in the binary directory) into $deb.
+vm_deb() {
+    if [ -n "${ONEHPC_DEB:-}" ]; then
+        deb=$ONEHPC_DEB
+    else
+        log "building the .deb in $VM_BIN_DIR"
+        cmake --build "$VM_BIN_DIR" --target one-hpc onegate-sim -j2 >"$work/deb.log" 2>&1 &&
+            (cd "$VM_BIN_DIR" && cpack -G DEB >>"$work/deb.log" 2>&1)
+        deb=$(find "$VM_BIN_DIR" -maxdepth 1 -name 'one-hpc_*.deb' -printf '%T@ %p\n' | sort -rn |
+              head -n1 | cut -d' ' -f2-)
+    fi
+    if [ -f "$deb" ]; then pass "the one-hpc .deb ($deb)"; else
+        fail "the one-hpc .deb" "$(tail -n 20 "$work/deb.log" 2>/dev/null)"; vm_abort
+    fi
+    [ -x "$VM_BIN_DIR/tests/onegate-sim" ] ||
+        cmake --build "$VM_BIN_DIR" --target onegate-sim -j2 >/dev/null 2>&1
+}
+
+vm_cache=${ONEHPC_IMAGE_CACHE:-/var/cache/one-hpc-image}
+
+# vm_base_image: the Debian 12 base image, built once per change of its scripts, into $base.
+vm_base_image() {
+    local stamp t0
+    mkdir -p "$vm_cache"
+    base=$vm_cache/debian-12-base.qcow2
+    stamp=$(cat "$VM_SRC/image-build/make-base-image.sh" "$VM_SRC/image-build/lib.sh" \
+                "$VM_SRC"/image-build/base/* | sha256sum | cut -c1-16)
+    base_seconds=cached
+    if [ ! -s "$base" ] || [ "$(cat "$base.stamp" 2>/dev/null)" != "$stamp" ]; then
+        log "building the base image"
+        t0=$(date +%s)
+        if bash "$VM_SRC/image-build/make-base-image.sh" --output "$base" --cache "$vm_cache" \
+               >"$work/base.log" 2>&1; then
+            echo "$stamp" > "$base.stamp"
+            base_seconds=$(( $(date +%s) - t0 ))
+        else
+            fail "make-base-image.sh" "$(tail -n 30 "$work/base.log")"; vm_abort
+        fi
+    fi
+    pass "base image $base ($base_seconds s)"
+}
+
+# kvm_boots_image IMAGE SECONDS: the base image's kernel starts under KVM (serial console).
+# The boot-sector probe (kvm_boots_bios) is not enough: on a nested PVM host it passes and a
+# real guest still dies in extlinux ("KVM internal error. Suberror: 1"), paused, not exited.
+kvm_boots_image() {
+    local dir rc=1 pid i
+    dir=$(mktemp -d "$work/kvm-probe.XXXXXX")
+    timeout "$2" qemu-system-x86_64 -accel kvm -m 512 -snapshot -display none -monitor none \
+        -drive "file=$1,if=virtio,format=qcow2" -serial "file:$dir/serial" -no-reboot \
+        >"$dir/qemu.log" 2>&1 &
+    pid=$!
+    for ((i = 0; i < $2 * 5; i++)); do
+        if grep -qE 'Run /init as init process|Welcome to' "$dir/serial" 2>/dev/null; then rc=0; break; fi
+        grep -q 'KVM internal error' "$dir/qemu.log" 2>/dev/null && break
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.2
+    done
+    kill "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
+    rm -rf "$dir"
+    return "$rc"
+}
+
+# vm_pick_accel: KVM when it boots the base image's kernel, else TCG; printed.
+vm_pick_accel() {
+    if [ -n "${ONEHPC_KVM_ACCEL:-}" ]; then
+        accel=$ONEHPC_KVM_ACCEL accel_why="ONEHPC_KVM_ACCEL=$ONEHPC_KVM_ACCEL"
+    elif ! kvm_usable; then
+        accel=tcg accel_why="no usable /dev/kvm"
+    elif ! kvm_boots_bios 20; then
+        accel=tcg accel_why="/dev/kvm cannot boot a BIOS boot sector"
+    elif ! kvm_boots_image "$base" 60; then
+        accel=tcg accel_why="/dev/kvm boots a boot sector but not the base image's kernel (nested PVM?)"
+    else
+        accel=kvm accel_why="/dev/kvm boots the base image's kernel"
+    fi
+    if [ "$accel" = kvm ]; then ready_timeout=600; else ready_timeout=900; fi
+    echo "### $vm_test: accelerator $accel ($accel_why)"
+}
+
+# vm_image APPLIANCE (oneslurm|open-ondemand): the appliance image into $image, from the cache
+# when nothing that goes into it changed, else built by Packer (and cached).
+vm_image() {
+    local appliance=$1 key cached
+    if [ -n "${ONEHPC_KVM_IMAGE:-}" ]; then
+        image=$ONEHPC_KVM_IMAGE build_seconds="(reused $image)"
+        return 0
+    fi
+    # The .deb by what it installs (file contents and maintainer scripts), not by its bytes:
+    # a rebuild with the same content has new timestamps.
+    key=$({ dpkg-deb --fsys-tarfile "$deb" | tar -xO; dpkg-deb --ctrl-tarfile "$deb" | tar -xO
+            cat "$VM_SRC/image-build/install-appliance.sh" "$VM_SRC/image-build/appliance.pkr.hcl" \
+                "$VM_SRC/image-build/build-image.sh" "$base.stamp"; } | sha256sum | cut -c1-16)
+    cached=$vm_cache/$appliance-$key.qcow2
+    if [ -s "$cached" ]; then
+        image=$cached build_seconds="(cached $appliance-$key)"
+        pass "the $appliance image, cached: nothing that goes into it changed ($cached)"
+        return 0
+    fi
+    log "building the $appliance image with Packer"
+    if bash "$VM_SRC/image-build/build-image.sh" --appliance "$appliance" --base "$base" --deb "$deb" \
+           --output "$work/image" --packer-log "$work/packer.log" --accel "$accel" \
+           >"$work/build.log" 2>&1; then
+        build_seconds=$(sed -n 's/^build_seconds=//p' "$work/image/build-stats")
+        pass "packer build of the $appliance image (${build_seconds} s)"
+        # One cached image per appliance: the new one replaces the old (atomically).
+        rm -f "$vm_cache/$appliance"-*.qcow2
+        cp "$work/image/$appliance.qcow2" "$cached.tmp" && mv "$cached.tmp" "$cached"
+        image=$cached
+    else
+        fail "packer build of the $appliance image" "$(tail -n 40 "$work/build.log")"; vm_abort
+    fi
+    vm_result "${appliance//-/_}_image_bytes" "$(du -b "$image" | cut -f1)"
+}
+
+in_ns() { ip netns exec "$ns" "$@"; }
+sim() {  # sim METHOD PATH [JSON]
+    in_ns curl -sS --max-time 10 -X "$1" -H 'Content-Type: application/json' \
+        ${3:+--data "$3"} "http://$net.1:5030$2"
+}
+sim_attr() {  # sim_attr VMID NAME: an attribute of the VM's USER_TEMPLATE
+    sim GET "/_sim/vms/$1/user_template" 2>/dev/null | json_get "d.get('$2')" 2>/dev/null
+}
+
+# vm_net_up PREFIX: a network namespace with a bridge on PREFIX.0/24 (PREFIX.1 is the host
+# side) and the OneGate simulator on PREFIX.1:5030.
+vm_net_up() {
+    net=$1
+    ip netns add "$ns"
+    in_ns ip link set lo up
+    in_ns ip link add br0 type bridge
+    in_ns ip addr add "$net.1/24" dev br0
+    in_ns ip link set br0 up
+    # Not through in_ns: $! must be the process itself (ip netns exec execs it), not a subshell.
+    ip netns exec "$ns" "$VM_BIN_DIR/tests/onegate-sim" --listen "$net.1:5030" --operator-api \
+        >"$work/sim.log" 2>&1 &
+    sim_pid=$!
+    for _ in $(seq 50); do sim GET /_sim/health >/dev/null 2>&1 && break; sleep 0.2; done
+    if sim GET /_sim/health >/dev/null 2>&1; then pass "onegate-sim on $net.1:5030 in netns $ns"; else
+        fail "onegate-sim starts" "$(cat "$work/sim.log")"; vm_abort
+    fi
+}
+
+# vm_service APPLIANCE: the service as templates/oneflow/APPLIANCE.json describes it (roles,
+# parents, max, cooldown) in the simulator, into $service_id. VMs are added one by one, so
+# every role starts with cardinality 0.
+vm_service() {
+    local json
+    json=$("$PY" - "$VM_SRC/templates/oneflow/$1.json" <<'EOF'
+import json, sys
+t = json.load(open(sys.argv[1]))
+roles = [{"name": r["name"], "cardinality": 0, "min_vms": 0, "max_vms": r.get("max_vms", 100),
+          "cooldown": r.get("cooldown", 30), "parents": r.get("parents", [])} for r in t["roles"]]
+print(json.dumps({"name": t["name"], "roles": roles}))
+EOF
+)
+    service_id=$(sim POST /_sim/services "$json" | json_get 'd.get("id")')
+    if [ -z "$service_id" ]; then fail "the simulator creates the $1 service"; vm_abort; fi
+}
+
+SSH_OPTS=()
+vm_ssh() {  # vm_ssh NAME COMMAND...   (one string is best: ssh joins its arguments with blanks)
+    local ip=${vm_ip[$1]}; shift
+    SSH_OPTS=(-i "$work/ssh-key" -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null
+              -o ConnectTimeout=5 -o BatchMode=yes -o LogLevel=ERROR)
+    in_ns timeout 60 ssh "${SSH_OPTS[@]}" "root@$ip" "$@"
+}
+
+# make_context NAME APPLIANCE ROLE [KEY=VALUE...]: the CONTEXT ISO of one VM, from
+# templates/vm/APPLIANCE.tmpl and the role's wiring in templates/oneflow/APPLIANCE.json, the
+# network and OneGate of this lab, then the KEY=VALUE overrides (user inputs, wiring that
+# OneFlow would resolve).
+make_context() {
+    local name=$1 appliance=$2 role=$3 dir=$work/$1-context; shift 3
+    rm -rf "$dir"; mkdir -p "$dir"
+    "$PY" - "$VM_SRC" "$appliance" "$role" "${vm_ip[$name]}" "${vm_mac[$name]}" "${vm_id[$name]}" \
+        "$net" "$(cat "$work/ssh-key.pub")" "$dir" "$@" <<'EOF'
+import json, os, sys
+sys.dont_write_bytecode = True
+src, appliance, role, ip, mac, vmid, net, key, out = sys.argv[1:10]
+overrides = dict(a.split("=", 1) for a in sys.argv[10:])
+sys.path.insert(0, os.path.join(src, "tests", "integration"))
+from templates_test import parse_one_template  # the same parser the template test uses
+tmpl = dict(parse_one_template(open(os.path.join(src, f"templates/vm/{appliance}.tmpl")).read()))
+service = json.load(open(os.path.join(src, f"templates/oneflow/{appliance}.json")))
+wiring = {k: v for r in service["roles"] if r["name"] == role
+          for k, v in r["template_contents"].items() if k != "NIC"}
+ctx = {}
+for k, v in tmpl["CONTEXT"]:
+    if k in wiring:
+        v = wiring[k]
+    if v.startswith("$USER["):
+        v = key if k == "SSH_PUBLIC_KEY" else ""
+    elif v.startswith("$"):
+        v = ""                              # blank user inputs arrive as ''
+    ctx[k] = v
+ctx.update({"DISK_ID": "1", "TARGET": "hdb", "VMID": vmid,
+            "ONEGATE_ENDPOINT": f"http://{net}.1:5030",
+            "ETH0_IP": ip, "ETH0_MAC": mac, "ETH0_MASK": "255.255.255.0",
+            "ETH0_NETWORK": f"{net}.0", "ETH0_GATEWAY": "", "ETH0_DNS": "",
+            "ETH0_MTU": "", "ETH0_VLAN_ID": "", "ETH0_SEARCH_DOMAIN": ""})
+ctx.update(overrides)
+# OpenNebula: a header, NAME='value' sorted by name (byte order), only ' escaped.
+lines = ["# Context variables generated by OpenNebula"]
+for k in sorted(ctx, key=lambda s: s.encode()):
+    lines.append(f"{k}='" + ctx[k].replace("'", "'\\''") + "'")
+open(os.path.join(out, "context.sh"), "w").write("\n".join(lines) + "\n")
+EOF
+    printf '%s\n' "${vm_token[$name]}" > "$dir/token.txt"
+    xorriso -as mkisofs -quiet -V CONTEXT -J -R -o "$work/$name-context.iso" "$dir" 2>>"$work/xorriso.log"
+}
+
+# vm_new NAME APPLIANCE ROLE IP [KEY=VALUE...]: the VM in the simulated service (a new VM id
+# and token), its MAC (from the IP), tap and CONTEXT ISO; not booted. NAME may be used again
+# for a new VM (a re-created one): it gets a new id, token and overlay.
+vm_new() {
+    local name=$1 appliance=$2 role=$3 ip=$4 reply mac; shift 4
+    local idx=${name//[!0-9]/} octets
+    IFS=. read -r -a octets <<<"$ip"
+    mac=$(printf '02:00:%02x:%02x:%02x:%02x' "${octets[@]}")
+    reply=$(sim POST /_sim/vms "{\"service_id\":$service_id,\"role\":\"$role\",\"name\":\"${role}_${idx:-0}_(service_$service_id)\",\"nics\":[{\"ip\":\"$ip\",\"mac\":\"$mac\",\"network\":\"Service\",\"network_id\":\"0\"}]}")
+    vm_id[$name]=$(json_get 'd.get("id")' <<<"$reply")
+    vm_token[$name]=$(json_get 'd.get("token")' <<<"$reply")
+    if [ -z "${vm_id[$name]}" ] || [ -z "${vm_token[$name]}" ]; then
+        fail "$name: the simulator creates the VM" "$reply"
+        return 1
+    fi
+    vm_ip[$name]=$ip vm_mac[$name]=$mac
+    if [ -z "${vm_tap[$name]:-}" ]; then
+        vm_tap[$name]=tap${#vm_tap[@]}
+        in_ns ip tuntap add dev "${vm_tap[$name]}" mode tap
+        in_ns ip link set "${vm_tap[$name]}" master br0 up
+    fi
+    make_context "$name" "$appliance" "$role" "$@"
+}
+
+# vm_boot NAME [MEMORY_MB [DISK_FILE...]]: qemu on a new copy-on-write overlay of $image (the
+# root disk), the CONTEXT CD, the extra DISK_FILEs (raw, virtio: vdb, vdc, ...), the tap;
+# serial console to $work/NAME.console. Also used to boot the same VM again (reboot after a
+# poweroff): the overlay is kept when it exists.
+vm_boot() {
+    local name=$1 mem=${2:-1536} d
+    shift; [ $# -eq 0 ] || shift
+    local -a disks=()
+    for d in "$@"; do disks+=(-drive "file=$d,if=virtio,format=raw,cache=none"); done
+    [ -f "$work/$name.qcow2" ] || qemu-img create -q -f qcow2 -b "$image" -F qcow2 "$work/$name.qcow2"
+    boot_ms[$name]=$(now_ms)
+    ip netns exec "$ns" qemu-system-x86_64 -name "$name" -accel "$accel" -smp 2 -m "$mem" \
+        -drive "file=$work/$name.qcow2,if=virtio,format=qcow2,discard=unmap" \
+        "${disks[@]}" \
+        -drive "file=$work/$name-context.iso,media=cdrom,if=ide,readonly=on" \
+        -netdev "tap,id=n0,ifname=${vm_tap[$name]},script=no,downscript=no" \
+        -device "virtio-net-pci,netdev=n0,mac=${vm_mac[$name]}" \
+        -display none -monitor none -serial "file:$work/$name.console" 2>>"$work/$name.qemu.log" &
+    qemu_pid[$name]=$!
+}
+
+# vm_forget NAME: the VM is gone for good (its qemu killed or exited): a new vm_new NAME makes
+# a new VM with a new root disk.
+vm_forget() {
+    local pid=${qemu_pid[$1]:-}
+    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then kill -KILL "$pid"; fi
+    [ -z "$pid" ] || wait "$pid" 2>/dev/null
+    unset "qemu_pid[$1]"
+    rm -f "$work/$1.qcow2"
+}
+
+# vm_wait_down NAME SECONDS: its qemu exited (after a poweroff) within SECONDS.
+vm_wait_down() {
+    local i
+    for ((i = 0; i < $2; i++)); do kill -0 "${qemu_pid[$1]}" 2>/dev/null || break; sleep 1; done
+    if kill -0 "${qemu_pid[$1]}" 2>/dev/null; then return 1; fi
+    wait "${qemu_pid[$1]}" 2>/dev/null
+    return 0
+}
+
+# vm_wait_ssh NAME SECONDS: sshd answers (it may start after a configure that failed).
+vm_wait_ssh() {
+    local i
+    for ((i = 0; i < $2; i += 3)); do vm_ssh "$1" true 2>/dev/null && return 0; sleep 3; done
+    return 1
+}
+
+# vm_wait_ready NAME SECONDS [since_ms]: READY=YES (0), ERROR published or configure failed
+# without publishing (1: the reason printed), or timeout (2).
+vm_wait_ready() {
+    local name=$1 vmid=${vm_id[$1]} deadline=$(( $(date +%s) + $2 )) ut status next_ssh=0
+    while [ "$(date +%s)" -lt "$deadline" ]; do
+        ut=$(sim GET "/_sim/vms/$vmid/user_template" 2>/dev/null)
+        if [ "$(json_get 'd.get("READY")' <<<"$ut" 2>/dev/null)" = YES ]; then return 0; fi
+        if [ -n "$(json_get 'd.get("ERROR")' <<<"$ut" 2>/dev/null)" ]; then
+            echo "ERROR=$(json_get 'd.get("ERROR")' <<<"$ut")"; return 1
+        fi
+        if ! kill -0 "${qemu_pid[$name]}" 2>/dev/null; then echo "qemu exited"; return 2; fi
+        if grep -q 'KVM internal error' "$work/$name.qemu.log" 2>/dev/null; then
+            echo "qemu: $(head -n 3 "$work/$name.qemu.log")"; return 2
+        fi
+        # A configure that failed before it could reach OneGate publishes nothing: ask the VM.
+        if [ "$(date +%s)" -ge "$next_ssh" ]; then
+            next_ssh=$(( $(date +%s) + 30 ))
+            if status=$(vm_ssh "$name" 'if systemctl is-failed -q one-hpc-configure.service; then journalctl -b -u one-hpc-configure.service --no-pager | tail -n 4; cat /run/one-hpc/status.json 2>/dev/null; fi' 2>/dev/null) &&
+               [ -n "$status" ]; then
+                echo "one-hpc-configure.service failed without publishing to OneGate:"
+                echo "$status"
+                return 1
+            fi
+        fi
+        sleep 2
+    done
+    echo "no READY nor ERROR after $2 s"
+    return 2
+}
+
+vm_diagnose() {  # vm_diagnose NAME
+    echo "== $1: last console lines"; tail -n 25 "$work/$1.console" 2>/dev/null
+    echo "== $1: one-hpc journal (over SSH)"
+    vm_ssh "$1" 'systemctl --no-pager status one-hpc-configure.service context-lite.service; journalctl --no-pager -b -u one-hpc-configure.service | tail -n 40' 2>&1
+}
+
+# vm_start NAME APPLIANCE ROLE IP MEMORY_MB "DISK..." [KEY=VALUE...]: vm_new + vm_boot, then
+# waits for READY=YES (a PASS with the time from qemu's start, or a FAIL with a diagnosis).
+vm_start() {
+    local name=$1 appliance=$2 role=$3 ip=$4 mem=$5 disk_list=$6 why; shift 6
+    vm_new "$name" "$appliance" "$role" "$ip" "$@" || return 1
+    log "booting $name ($role, VM ${vm_id[$name]}, $ip)"
+    # shellcheck disable=SC2086  # the disk list is split on blanks
+    vm_boot "$name" "$mem" $disk_list
+    if why=$(vm_wait_ready "$name" "$ready_timeout"); then
+        ready_seconds[$name]=$(secs_since_ms "${boot_ms[$name]}")
+        pass "$name ($role) boots and publishes READY=YES (${ready_seconds[$name]} s)"
+        vm_result "${name}_boot_to_ready_seconds" "${ready_seconds[$name]}"
+        # sshd may still be starting (READY comes from one-hpc, not from sshd)
+        vm_wait_ssh "$name" 120 || fail "$name: sshd answers within 120 s of READY"
+        return 0
+    fi
+    fail "$name ($role) boots and publishes READY=YES" "$why
+$(vm_diagnose "$name")"
+    vm_result "${name}_boot_to_ready_seconds" "not reached"
+    return 1
+}
