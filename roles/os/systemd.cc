@@ -8,7 +8,6 @@
 namespace onehpc {
 namespace {
 
-constexpr Duration kSystemctlTimeout{30000};
 constexpr Duration kIsActiveTimeout{10000};
 constexpr Duration kPollInterval{500};
 

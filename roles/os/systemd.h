@@ -30,6 +30,12 @@ class Systemd {
   Status WaitActive(const std::string& unit, Duration timeout, Clock& clock);
 };
 
+/// How long one systemctl call (daemon-reload, enable, disable, --no-block start/stop) may
+/// take. Not a network wait: long enough for a busy host. `systemctl enable` of a unit with a
+/// SysV script (munge) runs systemd-sysv-install and a daemon-reload; three workers booting
+/// together under TCG on 2 cores took more than 30 s for it (tests/vm/oneslurm_scenarios_test.sh).
+inline constexpr Duration kSystemctlTimeout{120000};
+
 /// Runs systemctl through a ProcessRunner. With a root prefix other than "/", enable and
 /// disable use `systemctl --root=<root>` and runtime operations are refused (kInvalidInput).
 class SystemctlSystemd : public Systemd {

@@ -35,7 +35,7 @@ TEST(SystemdTest, RuntimeOperationsUseTheExactArgv) {
                           "systemctl --no-block restart nfs-server.service",
                           "systemctl --no-block stop export-home.mount"));
   for (const auto& c : runner.commands()) {
-    EXPECT_EQ(c.timeout, Duration(30000)) << c.argv.back();
+    EXPECT_EQ(c.timeout, kSystemctlTimeout) << c.argv.back();
   }
 }
 
@@ -78,7 +78,7 @@ TEST(SystemdTest, StartFailureAndTimeoutAreErrors) {
   SystemctlSystemd systemd(runner);
   auto s = systemd.StartNoBlock("slurmd.service");
   ASSERT_FALSE(s);
-  EXPECT_THAT(s.error().message, HasSubstr("timed out after 30000 ms"));
+  EXPECT_THAT(s.error().message, HasSubstr("timed out after 120000 ms"));
 }
 
 TEST(SystemdTest, BadUnitNamesAreRefusedWithoutRunningAnything) {
