@@ -31,16 +31,6 @@ vm_image oneslurm
 vm_net_up "$NET"
 vm_service oneslurm
 
-waited=0
-wait_until() {  # wait_until SECONDS COMMAND...: every 3 s; $waited is the time it took
-    local limit=$1 t0; shift
-    t0=$(date +%s)
-    while ! "$@"; do
-        if [ $(( $(date +%s) - t0 )) -ge "$limit" ]; then waited=$(( $(date +%s) - t0 )); return 1; fi
-        sleep 3
-    done
-    waited=$(( $(date +%s) - t0 ))
-}
 ctl() { vm_ssh controller "$@"; }
 state_of() { ctl "sinfo -h -N -n $1 -o %t" 2>/dev/null | head -n1; }
 is_idle() { [ "$(state_of "$1")" = idle ]; }

@@ -17,13 +17,15 @@
 #      output is in the home;
 #  10. (first half) the portal reboots with a job running and a job pending: both are there
 #      afterwards, the running one with the same start time;
-#   7. the storage VM is powered off, terminated and re-created (a new VM, a new root disk,
-#      the same address) with the same home disk: it is mounted, not formatted, every file of
-#      the homes has the same sha256 as before, and the portal reads alice's home again;
 #  10. (second half) the portal is killed (SIGKILL of its qemu), terminated, and replaced by a
 #      new VM with a new address: the same munge key, the pending job still queued, a job
 #      finished before found by sacct (restored from the dump), the workers follow the new
-#      address (both idle in its sinfo) and a job of alice runs on both.
+#      address (both idle in its sinfo) and a job of alice runs on both;
+#   7. the storage VM is powered off, terminated and re-created (a new VM, a new root disk,
+#      the same address) with the same home disk: it is mounted, not formatted, every file of
+#      the homes has the same sha256 as before, and the portal reads alice's home again.
+#      Last: the Slurm state export still lives on the storage VM's root disk (issue 14), so
+#      after this the portal's state mount is stale and its accounting dump fails.
 # Not here yet (issue 12): the site's own NFS server with root_squash (11).
 #
 # Label vm-scenarios: `make test-vm` runs it, `make test` does not. Figures in
@@ -47,18 +49,6 @@ vm_image open-ondemand
 vm_net_up "$NET"
 vm_service open-ondemand
 
-# wait_until SECONDS COMMAND...: true as soon as COMMAND succeeds (every 3 s); $waited is the
-# time it took.
-waited=0
-wait_until() {
-    local limit=$1 t0; shift
-    t0=$(date +%s)
-    while ! "$@"; do
-        if [ $(( $(date +%s) - t0 )) -ge "$limit" ]; then waited=$(( $(date +%s) - t0 )); return 1; fi
-        sleep 3
-    done
-    waited=$(( $(date +%s) - t0 ))
-}
 PORTAL=portal  # the VM that is the portal now (10 replaces it)
 P() { vm_ssh "$PORTAL" "$@"; }
 as_alice() { P "runuser -u alice -- $*"; }
@@ -240,29 +230,6 @@ if [ "$(job_state "$pend_job")" = PENDING ] && [ "$pend_before" = PENDING ]; the
 else fail "job $pend_job still PENDING after the portal's reboot" "before '$pend_before', after '$(job_state "$pend_job")'"; fi
 P "scancel $run_job $pend_job" >/dev/null 2>&1
 
-# ---- 7. the storage VM re-created with the same home disk ---------------------------------------
-sums_before=$(tree_sums storage /export/home)
-files=$(wc -l <<<"$sums_before")
-log "powering off the storage VM ($files files in the homes), then a new VM with the same disk"
-vm_ssh storage 'systemctl poweroff' >/dev/null 2>&1
-if vm_wait_down storage 180; then pass "storage powers off"; else fail "storage powers off within 180 s"; vm_forget storage; fi
-sim POST "/_sim/vms/${vm_id[storage]}/terminate" '{}' >/dev/null
-vm_forget storage
-# storage2: a new VM (new id, token and root disk) with the same address and the same disk
-if vm_start storage2 open-ondemand storage "$STO_IP" 1024 "$home_disk"; then
-    out=$(vm_ssh storage2 "blkid -s UUID -o value /dev/vdb; journalctl -b -u one-hpc-configure.service -o cat --no-pager | grep -ci 'mkfs\|formatting'")
-    if [ "$(head -n1 <<<"$out")" = "$home_uuid" ] && [ "$(tail -n1 <<<"$out")" = 0 ]; then
-        pass "new storage VM ${vm_id[storage2]} (was ${vm_id[storage]}) mounted the same ood-home ($home_uuid) without formatting"
-    else fail "new storage VM mounted the same ood-home without formatting" "$out"; fi
-    sums_after=$(tree_sums storage2 /export/home)
-    if [ "$sums_after" = "$sums_before" ] && [ "$files" -ge 4 ]; then
-        pass "every file of the homes ($files) has the same sha256 on the re-created storage VM"
-    else fail "every file of the homes has the same sha256 on the re-created storage VM" \
-        "$(diff <(echo "$sums_before") <(echo "$sums_after"))"; fi
-    reads() { [ "$(P 'timeout 20 cat /home/alice/pause-after' 2>/dev/null)" = after ]; }
-    if wait_until 240 reads; then pass "the portal reads alice's home again from the new storage VM (${waited} s)"
-    else fail "the portal reads alice's home again from the new storage VM" "$(P 'findmnt /home; dmesg | tail -n 5' 2>&1)"; fi
-fi
 # ---- 10 (second half). the portal replaced by a new VM with a new address -----------------------
 PORTAL2_IP=$NET.15
 done_job=$(as_alice "sbatch --parsable --wait -D /home/alice -o /dev/null --wrap true" 2>&1 | tail -n1)
@@ -295,4 +262,28 @@ else fail "the workers follow the new portal: both idle in its sinfo" "$(P 'sinf
 out=$(as_alice "timeout 120 srun -N2 -D /home/alice id -un" 2>&1 | paste -sd' ')
 if [ "$out" = "alice alice" ]; then pass "srun -N2 as alice from the new portal"; else
     fail "srun -N2 as alice from the new portal" "$out"; fi
+
+# ---- 7. the storage VM re-created with the same home disk ---------------------------------------
+sums_before=$(tree_sums storage /export/home)
+files=$(wc -l <<<"$sums_before")
+log "powering off the storage VM ($files files in the homes), then a new VM with the same disk"
+vm_ssh storage 'systemctl poweroff' >/dev/null 2>&1
+if vm_wait_down storage 180; then pass "storage powers off"; else fail "storage powers off within 180 s"; vm_forget storage; fi
+sim POST "/_sim/vms/${vm_id[storage]}/terminate" '{}' >/dev/null
+vm_forget storage
+# storage2: a new VM (new id, token and root disk) with the same address and the same disk
+if vm_start storage2 open-ondemand storage "$STO_IP" 1024 "$home_disk"; then
+    out=$(vm_ssh storage2 "blkid -s UUID -o value /dev/vdb; journalctl -b -u one-hpc-configure.service -o cat --no-pager | grep -ci 'mkfs\|formatting'")
+    if [ "$(head -n1 <<<"$out")" = "$home_uuid" ] && [ "$(tail -n1 <<<"$out")" = 0 ]; then
+        pass "new storage VM ${vm_id[storage2]} (was ${vm_id[storage]}) mounted the same ood-home ($home_uuid) without formatting"
+    else fail "new storage VM mounted the same ood-home without formatting" "$out"; fi
+    sums_after=$(tree_sums storage2 /export/home)
+    if [ "$sums_after" = "$sums_before" ] && [ "$files" -ge 4 ]; then
+        pass "every file of the homes ($files) has the same sha256 on the re-created storage VM"
+    else fail "every file of the homes has the same sha256 on the re-created storage VM" \
+        "$(diff <(echo "$sums_before") <(echo "$sums_after"))"; fi
+    reads() { [ "$(P 'timeout 20 cat /home/alice/pause-after' 2>/dev/null)" = after ]; }
+    if wait_until 240 reads; then pass "the portal reads alice's home again from the new storage VM (${waited} s)"
+    else fail "the portal reads alice's home again from the new storage VM" "$(P 'findmnt /home; dmesg | tail -n 5' 2>&1)"; fi
+fi
 vm_report

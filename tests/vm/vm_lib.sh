@@ -132,6 +132,21 @@ vm_report() {
 }
 vm_abort() { echo "$passed passed, $failed failed"; exit 1; }
 
+# wait_until SECONDS COMMAND...: true as soon as COMMAND succeeds (tried every 3 s), false
+# when SECONDS ran out; $waited is the time it took.
+# shellcheck disable=SC2034  # $waited is read by the tests
+waited=0
+# shellcheck disable=SC2034
+wait_until() {
+    local limit=$1 t0; shift
+    t0=$(date +%s)
+    while ! "$@"; do
+        if [ $(( $(date +%s) - t0 )) -ge "$limit" ]; then waited=$(( $(date +%s) - t0 )); return 1; fi
+        sleep 3
+    done
+    waited=$(( $(date +%s) - t0 ))
+}
+
 # vm_deb: the one-hpc .deb ($ONEHPC_DEB, or built in the binary directory) into $deb.
 vm_deb() {
     if [ -n "${ONEHPC_DEB:-}" ]; then
@@ -172,28 +187,6 @@ vm_base_image() {
         fi
     fi
     pass "base image $base ($base_seconds s)"
-}
-
-# kvm_boots_image IMAGE SECONDS: the base image's kernel starts under KVM (serial console).
-# The boot-sector probe (kvm_boots_bios) is not enough: on a nested PVM host it passes and a
-# real guest still dies in extlinux ("KVM internal error. Suberror: 1"), paused, not exited.
-kvm_boots_image() {
-    local dir rc=1 pid i
-    dir=$(mktemp -d "$work/kvm-probe.XXXXXX")
-    timeout "$2" qemu-system-x86_64 -accel kvm -m 512 -snapshot -display none -monitor none \
-        -drive "file=$1,if=virtio,format=qcow2" -serial "file:$dir/serial" -no-reboot \
-        >"$dir/qemu.log" 2>&1 &
-    pid=$!
-    for ((i = 0; i < $2 * 5; i++)); do
-        if grep -qE 'Run /init as init process|Welcome to' "$dir/serial" 2>/dev/null; then rc=0; break; fi
-        grep -q 'KVM internal error' "$dir/qemu.log" 2>/dev/null && break
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.2
-    done
-    kill "$pid" 2>/dev/null
-    wait "$pid" 2>/dev/null
-    rm -rf "$dir"
-    return "$rc"
 }
 
 # vm_pick_accel: KVM when it boots the base image's kernel, else TCG; printed.
