@@ -56,7 +56,6 @@ node_line() {
     if grep -q 'not found' <<<"$out"; then return 1; fi
     return 2
 }
-secs_since_ms() { awk -v ms=$(( $(now_ms) - $1 )) 'BEGIN{printf "%.1f", ms/1000}'; }
 
 # ---- 3. controller, then 2 workers, each idle in sinfo before the next boots ---------------------
 # wait_idle NAME: the worker's node idle in the controller's sinfo (join: VM start to idle).

@@ -246,9 +246,6 @@ sim() {  # sim METHOD PATH [JSON]
     in_ns curl -sS --max-time 10 -X "$1" -H 'Content-Type: application/json' \
         ${3:+--data "$3"} "http://$net.1:5030$2"
 }
-sim_attr() {  # sim_attr VMID NAME: an attribute of the VM's USER_TEMPLATE
-    sim GET "/_sim/vms/$1/user_template" 2>/dev/null | json_get "d.get('$2')" 2>/dev/null
-}
 
 # vm_net_up PREFIX: a network namespace with a bridge on PREFIX.0/24 (PREFIX.1 is the host
 # side) and the OneGate simulator on PREFIX.1:5030.
