@@ -80,8 +80,10 @@ int Main(int argc, char** argv) {
   auto* configure = app.add_subcommand(
       "configure", "Configure this VM for its role (what the boot units run); exit 0 on success");
   add_common(configure, true);
-  configure->add_option("--entry", entry, "Which entry point runs it: cli, service, one-context")
-      ->check(CLI::IsMember({"cli", "service", "one-context"}));
+  configure
+      ->add_option("--entry", entry,
+                   "Which entry point runs it: cli, service, reconfigure, one-context")
+      ->check(CLI::IsMember({"cli", "service", "reconfigure", "one-context"}));
 
   auto* plan = app.add_subcommand(
       "plan", "Print the ordered actions configure would take, with their reasons; change nothing");

@@ -38,7 +38,8 @@ struct ConfigureRequest {
   LoadedContext context;
   PlanMode mode = PlanMode::kApply;
   /// Which entry point runs it: "one-context" (the net-90 hook), "service"
-  /// (one-hpc-configure.service) or "cli".
+  /// (one-hpc-configure.service), "reconfigure" (one-hpc-reconfigure.service, started by udev
+  /// when the CONTEXT CD is replaced on an image without one-context) or "cli".
   std::string entry = "cli";
   /// Finds a role module by name (tests inject their own).
   std::function<std::unique_ptr<Role>(const std::string&)> make_role;

@@ -21,7 +21,12 @@ namespace onehpc {
 namespace {
 
 constexpr Duration kMountTimeout{180000};
+// The storage VM adds a new portal to its no_root_squash clients at its next exports refresh
+// (a replaced portal is squashed until then): retry for 3 minutes. The site's own server
+// changes its exports only by hand: a squash there is permanent, so fail within 20 s (time
+// for an `exportfs -ra` that is just running).
 constexpr Duration kRootWriteDeadline{180000};
+constexpr Duration kSiteRootWriteDeadline{20000};
 
 std::string StatePath(const std::string& rel) {
   return std::string(ood::kPortalStateDir) + "/" + rel;
@@ -124,15 +129,17 @@ class PortalRole : public Role {
     nfs::NfsMount homes{in.home.server,  in.home.export_path,
                         ood::kHomesDir,  "the users' homes",
                         in.home.setting, "the portal creates each home as root at first login"};
-    nfs::NfsMount software{in.nfs_host, ood::kSoftwareExport, ood::kSoftwareDir,
-                           "the software tree", ood::kNfsHost};
+    nfs::NfsMount software{in.nfs_host,         ood::kSoftwareExport, ood::kSoftwareDir,
+                           "the software tree", ood::kNfsHost,        ""};
     for (const auto* m : {&state, &homes, &software}) {
       if (auto s = nfs::EnsureNfsMount(env, *m, kMountTimeout); !s) return s;
     }
     if (!env.plan.dry_run()) {
       // Homes are created as root at first login; the state is written as root and slurm.
       for (const auto* m : {&state, &homes}) {
-        if (auto s = nfs::CheckRootCanWrite(env, *m, kRootWriteDeadline); !s) return s;
+        const bool site = m == &homes && in.home.external;
+        const Duration deadline = site ? kSiteRootWriteDeadline : kRootWriteDeadline;
+        if (auto s = nfs::CheckRootCanWrite(env, *m, deadline); !s) return s;
       }
     }
     return EnsureDirectory(env, StatePath("accounting"), 0700, FileOwner{"root", "root"},

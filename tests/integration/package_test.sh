@@ -17,7 +17,9 @@ for path in ./usr/sbin/one-hpc ./usr/lib/systemd/system/one-hpc-configure.servic
     ./usr/lib/systemd/system/one-hpc-exports-refresh.service \
     ./usr/lib/systemd/system/one-hpc-exports-refresh.timer \
     ./usr/lib/systemd/system/one-hpc-accounting-dump.service \
-    ./usr/lib/systemd/system/one-hpc-accounting-dump.timer; do
+    ./usr/lib/systemd/system/one-hpc-accounting-dump.timer \
+    ./usr/lib/systemd/system/one-hpc-reconfigure.service \
+    ./usr/lib/udev/rules.d/65-one-hpc-context.rules; do
   if grep -q "^-.* $path\$" "$tmp/contents"; then ok; else bad "missing $path"; fi
 done
 # Open OnDemand's pun_pre_hook_root_cmd: a symlink (a file of the package, so dpkg removes it)

@@ -373,11 +373,54 @@ vm_boot() {
     ip netns exec "$ns" qemu-system-x86_64 -name "$name" -accel "$accel" -smp 2 -m "$mem" \
         -drive "file=$work/$name.qcow2,if=virtio,format=qcow2,discard=unmap" \
         "${disks[@]}" \
-        -drive "file=$work/$name-context.iso,media=cdrom,if=ide,readonly=on" \
+        -drive "file=$work/$name-context.iso,media=cdrom,if=ide,readonly=on,id=cd0" \
         -netdev "tap,id=n0,ifname=${vm_tap[$name]},script=no,downscript=no" \
         -device "virtio-net-pci,netdev=n0,mac=${vm_mac[$name]}" \
-        -display none -monitor none -serial "file:$work/$name.console" 2>>"$work/$name.qemu.log" &
+        -display none -monitor "unix:$work/$name.monitor,server=on,wait=off" \
+        -serial "file:$work/$name.console" 2>>"$work/$name.qemu.log" &
     qemu_pid[$name]=$!
+}
+
+# vm_change_cd NAME APPLIANCE ROLE [KEY=VALUE...]: a new CONTEXT ISO for the running VM (the
+# same VM id and token, the KEY=VALUE overrides given again) put into its CD drive through
+# qemu's monitor, as OpenNebula swaps the CD of a running VM on `onevm updateconf` (libvirt's
+# change-media): the guest sees a media change. systemd's udev locks the tray of a drive with
+# media so that an eject request reaches it (60-cdrom_id.rules); qemu then refuses the first
+# `change` ("locked"), passes the eject request to the guest, and the change is retried until
+# the guest has opened the tray (60 s) — libvirt waits the same way. A CD the guest keeps
+# mounted is never released: that is a failure. The old ISO is renamed first, so qemu never
+# reads a half-written file.
+vm_change_cd() {
+    local name=$1; shift
+    mv "$work/$name-context.iso" "$work/$name-context.iso.$(now_ms)"
+    make_context "$name" "$@"
+    "$PY" - "$work/$name.monitor" "change cd0 $work/$name-context.iso" <<'EOF'
+import socket, sys, time
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(10)
+s.connect(sys.argv[1])
+def until_prompt():
+    out = b""
+    while not out.endswith(b"(qemu) "):
+        chunk = s.recv(4096)
+        if not chunk:
+            break
+        out += chunk
+    return out.decode(errors="replace")
+until_prompt()
+deadline = time.monotonic() + 60
+while True:
+    s.sendall(sys.argv[2].encode() + b"\n")
+    reply = until_prompt()
+    # The monitor echoes the command; anything else before the prompt is an error message.
+    lines = [l for l in reply.replace("\r", "").split("\n")
+             if l.strip() and "(qemu)" not in l and "change cd0" not in l]
+    if not lines:
+        break
+    if "locked" not in lines[0] or time.monotonic() > deadline:
+        sys.exit("qemu monitor: " + " ".join(lines))
+    time.sleep(1)
+EOF
 }
 
 # vm_forget NAME: the VM is gone for good (its qemu killed or exited): a new vm_new NAME makes
