@@ -26,7 +26,7 @@
 #      the homes has the same sha256 as before, and the portal reads alice's home again.
 #      Last: the Slurm state export still lives on the storage VM's root disk (issue 14), so
 #      after this the portal's state mount is stale and its accounting dump fails.
-# Not here yet (issue 12): the site's own NFS server with root_squash (11).
+# Scenario 11 (the site's own NFS server with root_squash) is tests/vm/ood_site_nfs_test.sh.
 #
 # Label vm-scenarios: `make test-vm` runs it, `make test` does not. Figures in
 # $ONEHPC_BINARY_DIR/ood_scenarios-results.txt. Exit 77 (skipped) as vm_lib.sh says.
