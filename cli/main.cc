@@ -1,4 +1,5 @@
 // one-hpc: the command line. Each command is a thin wrapper over roles/ and context/.
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -35,6 +36,9 @@ bool InvokedAs(const char* argv0, const std::string& wanted) {
 }
 
 int Main(int argc, char** argv) {
+  // The process holds secrets (the OneGate token, the munge key, passwords): no core dump,
+  // no ptrace or /proc/<pid>/mem by another user's process. execve of a child resets it.
+  (void)::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
   log::Init(log::DetectOptions());
 
   if (InvokedAsOneContextHook(argv[0])) {

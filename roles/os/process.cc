@@ -17,6 +17,8 @@
 #include <cctype>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
+#include <string_view>
 
 #include "common/log.h"
 
@@ -167,13 +169,31 @@ const std::string* FindEnv(const std::vector<std::string>& env, const std::strin
   return nullptr;
 }
 
+/// Whether a child inherits the variable `entry` ("NAME=value"): only the system's own
+/// (search path, locale, time zone, terminal, home, the journal's stream), never a context
+/// variable that one-contextd put into our environment (ONEAPP_* passwords, the token...).
+bool Inherited(const char* entry) {
+  static constexpr const char* kNames[] = {"PATH", "HOME", "LANG",          "LANGUAGE",
+                                           "TZ",   "TERM", "JOURNAL_STREAM"};
+  const char* eq = std::strchr(entry, '=');
+  if (eq == nullptr) return false;
+  const std::string_view name(entry, static_cast<size_t>(eq - entry));
+  for (const char* allowed : kNames) {
+    if (name == allowed) return true;
+  }
+  return name.rfind("LC_", 0) == 0 && name.size() > 3;
+}
+
 Result<std::vector<std::string>> BuildEnv(const Command& command) {
   std::vector<std::string> env;
   if (command.clear_env) {
     const char* path = std::getenv("PATH");
     env.push_back(std::string("PATH=") + (path && *path ? path : kDefaultPath));
   } else {
-    for (char** e = environ; e && *e; ++e) env.emplace_back(*e);
+    for (char** e = environ; e && *e; ++e) {
+      if (Inherited(*e)) env.emplace_back(*e);
+    }
+    if (FindEnv(env, "PATH") == nullptr) env.push_back(std::string("PATH=") + kDefaultPath);
   }
   for (const auto& [name, value] : command.env) {
     if (name.empty() || name.find('=') != std::string::npos ||

@@ -19,9 +19,11 @@ namespace onehpc {
 struct Command {
   std::vector<std::string> argv;  ///< argv[0] is a path or a name looked up in PATH
   Duration timeout{30000};        ///< SIGTERM at the timeout, SIGKILL 2 s later
-  /// Variables added to (or replacing in) the inherited environment.
+  /// Variables added to (or replacing in) the inherited environment. A child inherits only
+  /// PATH, HOME, LANG, LANGUAGE, LC_*, TZ, TERM and JOURNAL_STREAM (PATH set when missing):
+  /// never a context variable (one-contextd runs us with the whole context in ours).
   std::vector<std::pair<std::string, std::string>> env;
-  bool clear_env = false;  ///< start from an empty environment (PATH is still set)
+  bool clear_env = false;  ///< inherit nothing but PATH
   std::string stdin_data;  ///< written to the child's stdin, then closed (secrets go here)
   std::string cwd;         ///< "" = inherit
   /// Strings to redact from every log line about this command (argv and output).

@@ -59,6 +59,8 @@ else
 $(vm_diagnose storage)"
     vm_report
 fi
+# sshd may still be starting (READY comes from one-hpc, not from sshd)
+vm_wait_ssh storage 120 || fail "storage: sshd answers within 120 s of READY"
 if ! vm_wait_ssh site 300; then fail "site: sshd answers"; vm_report; fi
 out=$(vm_ssh storage 'exportfs -s' 2>&1)
 # (the Slurm state export waits for a portal to export to)

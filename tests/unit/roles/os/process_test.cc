@@ -234,23 +234,46 @@ TEST_F(ProcessTest, WorkingDirectory) {
   EXPECT_THAT(bad.error().message, HasSubstr("cannot change directory to " + dir_ + "/missing"));
 }
 
-TEST_F(ProcessTest, EnvironmentIsInheritedAndExtended) {
+// one-contextd runs the hook with the whole context in its environment: a child gets the
+// system's variables only, never a password or the token.
+TEST_F(ProcessTest, ChildrenInheritTheSystemsVariablesNeverTheContext) {
+  ::setenv("ONEAPP_AUTH_LOCAL_USERS", "alice:s3cret", 1);
+  ::setenv("ONEGATE_TOKEN", "tok", 1);
   ::setenv("ONEHPC_PROCESS_TEST_INHERITED", "yes", 1);
+  ::setenv("LC_TIME", "C.UTF-8", 1);
   Command c = Cmd({"env"});
   c.env = {{"ONEHPC_PROCESS_TEST_ADDED", "a b=c"}};
   auto r = runner_.Run(c);
   ASSERT_TRUE(r);
   auto lines = Lines(r->out);
-  EXPECT_THAT(lines, ::testing::Contains("ONEHPC_PROCESS_TEST_INHERITED=yes"));
   EXPECT_THAT(lines, ::testing::Contains("ONEHPC_PROCESS_TEST_ADDED=a b=c"));
+  EXPECT_THAT(lines, ::testing::Contains("LC_TIME=C.UTF-8"));
+  EXPECT_THAT(lines, ::testing::Contains(::testing::StartsWith("PATH=/")));
+  EXPECT_THAT(r->out, Not(HasSubstr("s3cret")));
+  EXPECT_THAT(r->out, Not(HasSubstr("ONEGATE_TOKEN")));
+  EXPECT_THAT(r->out, Not(HasSubstr("ONEHPC_PROCESS_TEST_INHERITED")));
 
-  c.env = {{"ONEHPC_PROCESS_TEST_INHERITED", "replaced"}};
+  c.env = {{"LC_TIME", "replaced"}};
   r = runner_.Run(c);
   ASSERT_TRUE(r);
   lines = Lines(r->out);
-  EXPECT_THAT(lines, ::testing::Contains("ONEHPC_PROCESS_TEST_INHERITED=replaced"));
-  EXPECT_THAT(lines, Not(::testing::Contains("ONEHPC_PROCESS_TEST_INHERITED=yes")));
-  ::unsetenv("ONEHPC_PROCESS_TEST_INHERITED");
+  EXPECT_THAT(lines, ::testing::Contains("LC_TIME=replaced"));
+  EXPECT_THAT(lines, Not(::testing::Contains("LC_TIME=C.UTF-8")));
+  for (const char* name :
+       {"ONEAPP_AUTH_LOCAL_USERS", "ONEGATE_TOKEN", "ONEHPC_PROCESS_TEST_INHERITED", "LC_TIME"}) {
+    ::unsetenv(name);
+  }
+}
+
+TEST_F(ProcessTest, PathIsSetWhenOursHasNone) {
+  const char* saved = std::getenv("PATH");
+  const std::string path = saved ? saved : "";
+  ::unsetenv("PATH");
+  Command c = Cmd({"/usr/bin/env"});
+  auto r = runner_.Run(c);
+  ::setenv("PATH", path.c_str(), 1);
+  ASSERT_TRUE(r);
+  EXPECT_THAT(Lines(r->out), ::testing::Contains(::testing::StartsWith("PATH=/usr/local/sbin:")));
 }
 
 TEST_F(ProcessTest, ClearEnvKeepsOnlyPathAndGivenVariables) {
