@@ -24,12 +24,7 @@ vm_begin oneslurm_scenarios
 NET=10.79.2
 declare -A wnode=()
 
-vm_deb
-vm_base_image
-vm_pick_accel
-vm_image oneslurm
-vm_net_up "$NET"
-vm_service oneslurm
+vm_lab oneslurm "$NET"
 
 ctl() { vm_ssh controller "$@"; }
 state_of() { ctl "sinfo -h -N -n $1 -o %t" 2>/dev/null | head -n1; }

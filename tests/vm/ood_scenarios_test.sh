@@ -42,12 +42,7 @@ NET=10.79.1
 STO_IP=$NET.11 PORTAL_IP=$NET.12 FOREIGN_IP=$NET.20
 declare -A wip=([w1]=$NET.13 [w2]=$NET.14) wnode=()
 
-vm_deb
-vm_base_image
-vm_pick_accel
-vm_image open-ondemand
-vm_net_up "$NET"
-vm_service open-ondemand
+vm_lab open-ondemand "$NET"
 
 PORTAL=portal  # the VM that is the portal now (10 replaces it)
 P() { vm_ssh "$PORTAL" "$@"; }

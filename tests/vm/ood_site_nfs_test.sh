@@ -34,12 +34,7 @@ HOME_NFS=("ONEAPP_HOME_NFS_ENABLED=YES" "ONEAPP_HOME_NFS_SERVER=$SITE_IP"
           "ONEAPP_HOME_NFS_EXPORT=$SITE_EXPORT")
 PORTAL_CTX=("ONEAPP_NFS_HOST=$STO_IP" "ONEAPP_AUTH_LOCAL_USERS=alice:alicepass1" "${HOME_NFS[@]}")
 
-vm_deb
-vm_base_image
-vm_pick_accel
-vm_image open-ondemand
-vm_net_up "$NET"
-vm_service open-ondemand
+vm_lab open-ondemand "$NET"
 
 # ---- the site's NFS server (outside the service) and the storage VM, booted together ------------
 in_service=$service_id

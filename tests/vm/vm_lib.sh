@@ -19,8 +19,9 @@
 # network namespace with its bridge and taps, the work directory (consoles and logs are copied
 # to $ONEHPC_BINARY_DIR/<test>-logs first). Nothing it did not start is touched.
 #
-# Use:  . vm_lib.sh; vm_begin NAME; vm_deb; vm_base_image; vm_pick_accel; vm_image APPLIANCE;
-#       vm_net_up 10.79.N; vm_service APPLIANCE; vm_new ...; vm_boot ...; vm_wait_ready ...;
+# Use:  . vm_lib.sh; vm_begin NAME; vm_lab APPLIANCE 10.79.N (or its steps: vm_deb;
+#       vm_base_image; vm_pick_accel; vm_image; vm_net_up; vm_service); vm_new ...; vm_boot ...;
+#       vm_wait_ready ...;
 #       pass/fail ...; vm_result KEY VALUE; vm_report.
 
 VM_SRC=${ONEHPC_SOURCE_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
@@ -281,6 +282,17 @@ EOF
 )
     service_id=$(sim POST /_sim/services "$json" | json_get 'd.get("id")')
     if [ -z "$service_id" ]; then fail "the simulator creates the $1 service"; vm_abort; fi
+}
+
+# vm_lab APPLIANCE PREFIX: the usual start of a test: the .deb, the base image, the
+# accelerator, the APPLIANCE image, the network PREFIX.0/24 with the simulator, the service.
+vm_lab() {
+    vm_deb
+    vm_base_image
+    vm_pick_accel
+    vm_image "$1"
+    vm_net_up "$2"
+    vm_service "$1"
 }
 
 SSH_OPTS=()
