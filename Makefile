@@ -18,7 +18,7 @@ export CCACHE_MAXSIZE ?= 5G
 # Debian 12 packages: build, test (real components), lab.
 DEPS_BUILD := cmake g++ make pkg-config libcurl4-openssl-dev nlohmann-json3-dev libspdlog-dev \
   libfmt-dev libexpected-dev libcli11-dev libblkid-dev libmount-dev libgtest-dev libgmock-dev \
-  libcpp-httplib-dev clang libclang-rt-14-dev libyaml-cpp-dev ccache \
+  libcpp-httplib-dev clang libclang-rt-14-dev libyaml-cpp-dev libsodium-dev ccache \
   clang-format
 DEPS_TEST := util-linux e2fsprogs xfsprogs dosfstools fdisk cryptsetup-bin lvm2 systemd \
   iproute2 procps nfs-kernel-server python3 python3-jsonschema shellcheck packer openssh-client \

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 
+#include "common/base64.h"
 #include "common/log.h"
 #include "context/context_file.h"
 #include "context/http.h"
@@ -27,6 +28,9 @@
 #include "roles/os/mounts.h"
 #include "roles/os/process.h"
 #include "roles/os/systemd.h"
+#include "roles/os/tcp.h"
+#include "roles/slurm/key_delivery.h"
+#include "roles/slurm/munge.h"
 #include "roles/slurm/reconcile.h"
 #include "roles/slurm/self_drain.h"
 
@@ -37,13 +41,14 @@ namespace {
 struct RealSystem {
   explicit RealSystem(const std::string& root)
       : files(root), systemd(runner, root), adapters{runner, files,         systemd, block_devices,
-                                                     mounts, SystemClock(), http} {}
+                                                     mounts, SystemClock(), http,    &exchange} {}
   RealProcessRunner runner;
   Files files;
   SystemctlSystemd systemd;
   BlkidBlockDevices block_devices;
   LibmountMounts mounts;
   CurlTransport http;
+  TcpLineExchange exchange;
   SystemAdapters adapters;
 };
 
@@ -344,6 +349,72 @@ int CmdStorageRefresh(const CommonOptions& options) {
     return ExitCodeFor(outcome.error().kind);
   }
   return outcome->onegate_failed ? kExitNetwork : kExitOk;
+}
+
+int CmdKeyServe(const CommonOptions& options) {
+  constexpr int kSocket = 0;  // systemd Accept=yes: the connection is stdin
+  constexpr Duration kIoTimeout{5000};
+  auto peer = PeerIpv4(kSocket);
+  if (!peer) {
+    log::Error("key-serve: stdin is not a TCP connection: {}", peer.error().message);
+    return kExitInvalidInput;
+  }
+  auto answer = [&]() -> slurm::KeyAnswer {
+    auto line = ReadLine(kSocket, slurm::kMaxKeyLine, kIoTimeout);
+    if (!line) return slurm::KeyAnswer{false, "", "no request: " + line.error().message};
+    auto request = slurm::ParseKeyRequest(*line);
+    if (!request) {
+      return slurm::KeyAnswer{
+          false, std::string(slurm::kKeyProtocol) + " DENIED " + request.error().message,
+          "denied: " + request.error().message};
+    }
+    log::Info("key-serve: request of VM {} from {}", request->vm_id, *peer);
+    Files files(options.root);
+    slurm::KeyServerSecrets secrets;
+    auto munge_key = files.ReadIfExists(slurm::kMungeKeyPath);
+    if (!munge_key || !munge_key->has_value() || !slurm::CheckMungeKey(**munge_key)) {
+      return slurm::RetryAnswer("the controller has no munge key yet");
+    }
+    secrets.munge_key = **munge_key;
+    log::AddSecret(Base64Encode(secrets.munge_key));
+    auto pair = files.ReadIfExists(slurm::kKeyServerKeyPath);
+    if (!pair || !pair->has_value() || (*pair)->size() != 2 * slurm::kBoxKeyBytes) {
+      return slurm::RetryAnswer("the key server has no key pair yet");
+    }
+    secrets.server.secret_key = (*pair)->substr(0, slurm::kBoxKeyBytes);
+    secrets.server.public_key = (*pair)->substr(slurm::kBoxKeyBytes);
+    log::AddSecret(Base64Encode(secrets.server.secret_key));
+    auto context = LoadForCommand(options, false);
+    if (!context) {
+      log::Error("key-serve: cannot read the VM's context: {}", context.error().message);
+      return slurm::RetryAnswer("the controller cannot read its context");
+    }
+    CurlTransport http;
+    auto onegate = OneGateFor(*context, http);
+    if (!onegate) {
+      log::Error("key-serve: OneGate is not configured: {}", onegate.error().message);
+      return slurm::RetryAnswer("the controller has no OneGate");
+    }
+    // Read with this VM's own token: the document of this VM's own service.
+    auto service = (*onegate)->GetService(/*extended=*/true);
+    if (!service) {
+      log::Error("key-serve: cannot read the service from OneGate: {}", service.error().message);
+      return slurm::RetryAnswer("the controller cannot read its service from OneGate now");
+    }
+    return slurm::AnswerKeyRequest(*request, *peer, *service, slurm::kWorkerRole, secrets);
+  }();
+  if (answer.granted) {
+    log::Info("key-serve: {}", answer.log);
+  } else {
+    log::Warn("key-serve: request from {}: {}", *peer, answer.log);
+  }
+  if (!answer.line.empty()) {
+    if (auto s = WriteAll(kSocket, answer.line + "\n", kIoTimeout); !s) {
+      log::Warn("key-serve: cannot answer {}: {}", *peer, s.error().message);
+      return kExitNetwork;
+    }
+  }
+  return kExitOk;
 }
 
 }  // namespace onehpc

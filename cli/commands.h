@@ -26,6 +26,8 @@ int CmdContext(const CommonOptions& options, bool json, bool show_secrets);
 int CmdReconcile(const CommonOptions& options);
 int CmdSelfDrain(const CommonOptions& options);
 int CmdFollow(const CommonOptions& options);
+/// One munge key request on the connection that is stdin (roles/slurm/key_delivery.h).
+int CmdKeyServe(const CommonOptions& options);
 /// Open OnDemand portal: first-login home of `user` (cli/ood_commands.cc).
 int CmdHomeCreate(const std::string& user, const std::string& home_base, const std::string& skel);
 struct AccountingCliOptions {

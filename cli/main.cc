@@ -126,6 +126,12 @@ int Main(int argc, char** argv) {
                                         "(ExecStop of oneslurm-self-drain.service)");
   add_common(self_drain, false);
 
+  auto* key_serve =
+      app.add_subcommand("key-serve",
+                         "Slurm controller or portal: answer one worker's munge key request on "
+                         "the connection that is stdin (one-hpc-key-server@.service, Accept=yes)");
+  add_common(key_serve, true);
+
   auto* follow =
       app.add_subcommand("follow",
                          "Open OnDemand worker: one pass following the portal (a replaced portal's "
@@ -205,6 +211,7 @@ int Main(int argc, char** argv) {
   if (*reconcile) return CmdReconcile(options);
   if (*self_drain) return CmdSelfDrain(options);
   if (*follow) return CmdFollow(options);
+  if (*key_serve) return CmdKeyServe(options);
   if (*accounting_dump) return CmdAccountingDump(accounting);
   if (*accounting_restore) return CmdAccountingRestore(accounting);
   if (*home_create) {

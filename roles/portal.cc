@@ -147,7 +147,7 @@ class PortalRole : public Role {
   }
 
   // munge (the key on the export), accounting, slurmctld and the accounting dumps.
-  static Result<slurm::MungeKeyState> SetUpSlurm(RoleEnv& env, const Inputs& in) {
+  static Result<ControllerKeys> SetUpSlurm(RoleEnv& env, const Inputs& in) {
     auto key = slurm::EnsureSharedMungeKey(env, StatePath("munge.key"));
     if (!key) return Fail(key.error());
     if (auto s = slurm::EnsureMungeRunning(env, key->changed); !s) return Fail(s.error());

@@ -21,6 +21,7 @@
 #include "roles/os/mounts.h"
 #include "roles/os/process.h"
 #include "roles/os/systemd.h"
+#include "roles/os/tcp.h"
 #include "roles/plan.h"
 
 namespace onehpc {
@@ -34,6 +35,8 @@ struct SystemAdapters {
   Mounts& mounts;
   Clock& clock;
   HttpTransport& http;
+  /// The munge key's delivery (nullptr: a worker cannot fetch the key).
+  LineExchange* exchange = nullptr;
 };
 
 /// Everything a role may use. All side effects go through these members, and every change
@@ -52,13 +55,15 @@ struct RoleEnv {
   /// Attributes to publish through OneGate in the same PUT as READY=YES, after a successful
   /// configure (nullptr: nothing is published, e.g. in tests).
   std::vector<std::pair<std::string, std::string>>* publish = nullptr;
+  /// One-line TCP exchanges: a worker asks the controller's key server (nullptr: it cannot).
+  LineExchange* exchange = nullptr;
 
   /// The one way to build it: from the run's adapters.
   static RoleEnv From(const LoadedContext& context, const Settings& settings,
                       OneGateClient* onegate, const SystemAdapters& sys, Plan& plan,
                       std::vector<std::pair<std::string, std::string>>* publish = nullptr) {
     return RoleEnv{context,           settings,   onegate,   sys.runner, sys.files, sys.systemd,
-                   sys.block_devices, sys.mounts, sys.clock, plan,       publish};
+                   sys.block_devices, sys.mounts, sys.clock, plan,       publish,   sys.exchange};
   }
 
   /// A context variable, or "" when absent.

@@ -10,6 +10,7 @@
 #include "roles/host/address.h"
 #include "roles/host/hostname.h"
 #include "roles/names.h"
+#include "roles/slurm/key_delivery.h"
 #include "roles/slurm/munge.h"
 #include "roles/slurm/slurm_client.h"
 #include "roles/slurm/slurm_conf.h"
@@ -87,7 +88,7 @@ Status WaitForSlurmctld(RoleEnv& env, const std::string& host) {
 
 }  // namespace
 
-Result<slurm::MungeKeyState> SetUpSlurmController(RoleEnv& env, const ControllerSetup& setup) {
+Result<ControllerKeys> SetUpSlurmController(RoleEnv& env, const ControllerSetup& setup) {
   if (auto s = host::EnsureHostname(env, setup.host,
                                     "SlurmctldHost must equal the controller's short host name");
       !s) {
@@ -193,35 +194,67 @@ Result<slurm::MungeKeyState> SetUpSlurmController(RoleEnv& env, const Controller
       !s) {
     return Fail(s.error());
   }
-  return *key;
+
+  auto server = slurm::EnsureBoxKeyPair(env, slurm::kKeyServerKeyPath,
+                                        "the key server boxes the munge key with it; workers "
+                                        "check the box against its public key in OneGate");
+  if (!server) return Fail(server.error());
+  if (auto s = EnsureUnitEnabled(env, slurm::kKeyServerSocket, "sockets.target",
+                                 "workers fetch the munge key, boxed for them, on port " +
+                                     std::to_string(slurm::kKeyServerPort));
+      !s) {
+    return Fail(s.error());
+  }
+  if (auto s = EnsureUnitRunning(env, slurm::kKeyServerSocket, false, "",
+                                 "one one-hpc key-serve per connection");
+      !s) {
+    return Fail(s.error());
+  }
+  return ControllerKeys{*key, server->public_key};
 }
 
 Status PublishController(RoleEnv& env, const std::string& host, const std::string& addr,
-                         const slurm::MungeKeyState& key) {
+                         const ControllerKeys& keys) {
   std::string what = "publish " + std::string(slurm::kAttrControllerAddr) + "=" + addr + ", " +
-                     slurm::kAttrControllerHost + "=" + host + " and " + slurm::kAttrMungeKey +
+                     slurm::kAttrControllerHost + "=" + host + ", " +
+                     slurm::kAttrKeyServerPublicKey + " and " + slurm::kAttrMungeKeyId +
                      " after a successful configure";
   std::vector<std::pair<std::string, std::string>> attrs;
-  if (!key.key.empty()) {
+  if (!keys.munge.key.empty() && !keys.server_public_key.empty()) {
     attrs = {{slurm::kAttrControllerAddr, addr},
              {slurm::kAttrControllerHost, host},
-             {slurm::kAttrMungeKey, Base64Encode(key.key)}};
+             {slurm::kAttrKeyServerPublicKey, Base64Encode(keys.server_public_key)},
+             {slurm::kAttrMungeKeyId, slurm::MungeKeyId(keys.munge.key)}};
   }
   bool same = false;
-  if (env.onegate != nullptr && !attrs.empty()) {
+  bool legacy = false;
+  if (env.onegate != nullptr) {
     auto vm = env.onegate->GetVm();
     if (vm) {
-      same = true;
+      same = !attrs.empty();
       for (const auto& [k, v] : attrs) same = same && vm->Attr(k) == v;
+      legacy = !vm->Attr(slurm::kAttrLegacyMungeKey).empty();
     } else {
       log::Warn("controller: cannot read this VM from OneGate ({}); publishing anyway",
                 vm.error().message);
     }
   }
+  if (legacy) {
+    log::Warn(
+        "controller: an earlier one-hpc published the munge key in clear in this VM's "
+        "OneGate attributes ({}); it is erased now, but whoever read it holds the key: "
+        "rotate it (see the README, Security model)",
+        slurm::kAttrLegacyMungeKey);
+    auto s = env.plan.Do("erase " + std::string(slurm::kAttrLegacyMungeKey) + " from OneGate",
+                         "the munge key never travels or rests in clear; workers fetch it boxed "
+                         "from the key server",
+                         [&] { return env.onegate->EraseVmAttribute(slurm::kAttrLegacyMungeKey); });
+    if (!s) return s;
+  }
   if (same) {
     env.plan.Keep(what, "OneGate already holds these values (sent again in the final update)");
   } else {
-    auto s = env.plan.Do(what, "workers discover the controller and the munge key through OneGate",
+    auto s = env.plan.Do(what, "workers discover the controller and its key server through OneGate",
                          [] { return Ok(); });
     if (!s) return s;
   }

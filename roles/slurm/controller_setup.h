@@ -39,13 +39,21 @@ struct ControllerSetup {
   bool accounting = false;
 };
 
-/// Hostname, /etc/hosts, munge key and munged, slurm.conf and cgroup.conf, slurmctld enabled,
-/// (re)started on change and answering, the reconcile timer. Returns the munge key.
-Result<slurm::MungeKeyState> SetUpSlurmController(RoleEnv& env, const ControllerSetup& setup);
+/// What a controller hands to its workers (through its key server and OneGate).
+struct ControllerKeys {
+  slurm::MungeKeyState munge;
+  std::string server_public_key;  ///< the key server's box public key ("" in a dry run)
+};
 
-/// Adds SLURM_CONTROLLER_ADDR/HOST and the munge key to env.publish (sent with READY=YES).
+/// Hostname, /etc/hosts, munge key and munged, slurm.conf and cgroup.conf, slurmctld enabled,
+/// (re)started on change and answering, the reconcile timer, the key server's key pair and
+/// socket (roles/slurm/key_delivery.h).
+Result<ControllerKeys> SetUpSlurmController(RoleEnv& env, const ControllerSetup& setup);
+
+/// Adds SLURM_CONTROLLER_ADDR/HOST, the key server's public key and the munge key's id to
+/// env.publish (sent with READY=YES); erases the clear munge key an earlier one-hpc published.
 Status PublishController(RoleEnv& env, const std::string& host, const std::string& addr,
-                         const slurm::MungeKeyState& key);
+                         const ControllerKeys& keys);
 
 }  // namespace onehpc
 

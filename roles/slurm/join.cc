@@ -10,6 +10,7 @@
 #include "roles/host/hostname.h"
 #include "roles/host/machine.h"
 #include "roles/names.h"
+#include "roles/slurm/key_delivery.h"
 #include "roles/slurm/munge.h"
 #include "roles/slurm/registration.h"
 #include "roles/slurm/slurm_client.h"
@@ -61,6 +62,50 @@ Status FixRegisteredNode(RoleEnv& env, slurm::SlurmClient& client, const slurm::
   return Ok();
 }
 
+// The munge key: the installed one when it has the id the controller publishes (no request at
+// all), else one request to the controller's key server, retried on transient failures only.
+Result<slurm::MungeKeyState> ObtainMungeKey(RoleEnv& env, const ControllerInfo& ctl, int vm_id,
+                                            const slurm::BoxKeyPair& own,
+                                            const RetryPolicy& policy) {
+  auto installed = env.files.ReadIfExists(slurm::kMungeKeyPath);
+  if (!installed) return Fail(installed.error());
+  if (installed->has_value() && slurm::MungeKeyId(**installed) == ctl.munge_key_id) {
+    return slurm::InstallMungeKey(env, **installed);
+  }
+  const std::string where = ctl.addr + ":" + std::to_string(slurm::kKeyServerPort);
+  std::string why = installed->has_value() ? "the installed munge key is not the one whose id " +
+                                                 ctl.munge_key_id + " the controller publishes"
+                                           : "there is no munge key yet";
+  std::string key;
+  auto s = env.plan.Do(
+      "fetch the munge key from the controller's key server at " + where,
+      why + "; it comes boxed for this VM's public key", [&]() -> Status {
+        if (env.exchange == nullptr) {
+          return Fail(ErrorKind::kInternal, "no network adapter to reach the key server");
+        }
+        auto got = Retry<std::string>(
+            policy, env.clock, "fetching the munge key from " + where,
+            [](const Error& e) { return e.kind == ErrorKind::kNetwork; },
+            [&]() -> Result<std::string> {
+              auto nonce = slurm::RandomBytes(slurm::kBoxNonceBytes);
+              if (!nonce) return Fail(nonce.error());
+              slurm::KeyRequest request{vm_id, *nonce};
+              auto line = env.exchange->Exchange(ctl.addr, slurm::kKeyServerPort,
+                                                 slurm::FormatKeyRequest(request), Duration(20000),
+                                                 slurm::kMaxKeyLine);
+              if (!line) return Fail(line.error());
+              return slurm::OpenKeyAnswer(*line, request, own, ctl.key_server_public_key,
+                                          ctl.munge_key_id);
+            });
+        if (!got) return Fail(got.error().WithContext("cannot get the munge key from " + where));
+        key = std::move(*got);
+        return Ok();
+      });
+  if (!s) return Fail(s.error());
+  if (env.plan.dry_run()) return slurm::MungeKeyState{"", true};
+  return slurm::InstallMungeKey(env, key);
+}
+
 }  // namespace
 
 Result<ControllerInfo> JoinSlurmCluster(RoleEnv& env, const JoinSetup& setup) {
@@ -104,7 +149,36 @@ Result<ControllerInfo> JoinSlurmCluster(RoleEnv& env, const JoinSetup& setup) {
     if (auto s = setup.before_slurmd(*ctl); !s) return Fail(s.error());
   }
 
-  auto key = slurm::InstallMungeKey(env, ctl->munge_key);
+  auto box = slurm::EnsureBoxKeyPair(env, slurm::kWorkerBoxKeyPath,
+                                     "the controller boxes the munge key for this VM's public key");
+  if (!box) return Fail(box.error());
+  const std::string public_key = Base64Encode(box->public_key);
+
+  // Before slurmd registers: the reconciler acts only on names nobody publishes. Before the
+  // key request: the key server boxes the key for the public key this VM publishes.
+  std::vector<std::pair<std::string, std::string>> own_attrs;
+  if (ctl->own_published_name != *name) own_attrs.emplace_back(slurm::kAttrNodeName, *name);
+  if (ctl->own_published_key != public_key) {
+    own_attrs.emplace_back(slurm::kAttrWorkerPublicKey, public_key);
+  }
+  const std::string published =
+      std::string(slurm::kAttrNodeName) + "=" + *name + " and " + slurm::kAttrWorkerPublicKey;
+  if (own_attrs.empty()) {
+    env.plan.Keep("published " + published, "OneGate already has them");
+  } else {
+    auto s = env.plan.Do(
+        "publish " + published + " in OneGate",
+        "before slurmd registers, so that the controller's reconciler never takes this node "
+        "for one whose VM is gone, and before the key request",
+        [&] { return env.onegate->UpdateVm(own_attrs); });
+    if (!s) return Fail(s.error());
+  }
+
+  // The key server answers at once once the controller is ready: short first delays.
+  RetryPolicy key_policy = setup.once
+                               ? RetryPolicy::Once()
+                               : RetryPolicy::Until(timeout, Duration(500), Duration(5000), 0.3);
+  auto key = ObtainMungeKey(env, *ctl, std::stoi(vmid), *box, key_policy);
   if (!key) return Fail(key.error());
   if (auto s = slurm::EnsureMungeRunning(env, key->changed); !s) return Fail(s.error());
 
@@ -128,21 +202,6 @@ Result<ControllerInfo> JoinSlurmCluster(RoleEnv& env, const JoinSetup& setup) {
   const bool unit_changed = *written;
   if (auto s = DaemonReloadIf(env, unit_changed, "slurmd.service changed"); !s) {
     return Fail(s.error());
-  }
-
-  // Before slurmd registers: the reconciler acts only on names nobody publishes.
-  if (ctl->own_published_name == *name) {
-    env.plan.Keep("published " + std::string(slurm::kAttrNodeName) + "=" + *name,
-                  "OneGate already has it");
-  } else {
-    auto s = env.plan.Do(
-        "publish " + std::string(slurm::kAttrNodeName) + "=" + *name + " in OneGate",
-        "before slurmd registers, so that the controller's reconciler never takes this node "
-        "for one whose VM is gone",
-        [&] {
-          return env.onegate->UpdateVm({{slurm::kAttrNodeName, *name}});
-        });
-    if (!s) return Fail(s.error());
   }
 
   if (auto s = EnsureUnitEnabled(env, slurm::kSlurmdUnit, "multi-user.target",
@@ -220,6 +279,7 @@ Result<ControllerInfo> ControllerFromService(const ServiceInfo& service, int own
       if (node.vm_id == own_vm_id && node.vm) {
         info.own_nics = node.vm->nics;
         info.own_published_name = node.vm->Attr(slurm::kAttrNodeName);
+        info.own_published_key = node.vm->Attr(slurm::kAttrWorkerPublicKey);
       }
     }
   }
@@ -239,8 +299,8 @@ Result<ControllerInfo> ControllerFromService(const ServiceInfo& service, int own
     const VmInfo& vm = *node.vm;
     std::vector<std::string> missing;
     if (vm.Attr(slurm::kAttrReady) != "YES") missing.push_back("READY=YES");
-    for (const char* attr :
-         {slurm::kAttrControllerAddr, slurm::kAttrControllerHost, slurm::kAttrMungeKey}) {
+    for (const char* attr : {slurm::kAttrControllerAddr, slurm::kAttrControllerHost,
+                             slurm::kAttrKeyServerPublicKey, slurm::kAttrMungeKeyId}) {
       if (vm.Attr(attr).empty()) missing.push_back(attr);
     }
     if (!missing.empty()) {
@@ -248,14 +308,15 @@ Result<ControllerInfo> ControllerFromService(const ServiceInfo& service, int own
       continue;
     }
     std::string where = " published by " + controller_role + " VM " + std::to_string(node.vm_id);
-    auto key = Base64DecodeStrict(vm.Attr(slurm::kAttrMungeKey));
-    if (!key) {
-      return Fail(ErrorKind::kInvalidInput,
-                  std::string(slurm::kAttrMungeKey) + where + ": " + key.error().message);
-    }
-    if (auto c = slurm::CheckMungeKey(*key); !c) {
-      return Fail(ErrorKind::kInvalidInput,
-                  std::string(slurm::kAttrMungeKey) + where + ": " + c.error().message);
+    auto server_key = slurm::DecodePublicKey(vm.Attr(slurm::kAttrKeyServerPublicKey),
+                                             slurm::kAttrKeyServerPublicKey);
+    if (!server_key)
+      return Fail(server_key.error().WithContext("published by " + controller_role + " VM " +
+                                                 std::to_string(node.vm_id)));
+    std::string key_id = vm.Attr(slurm::kAttrMungeKeyId);
+    if (key_id.size() != 32 || key_id.find_first_not_of("0123456789abcdef") != std::string::npos) {
+      return Fail(ErrorKind::kInvalidInput, std::string(slurm::kAttrMungeKeyId) + "='" + key_id +
+                                                "'" + where + " is not 32 lower-case hex digits");
     }
     std::string addr = vm.Attr(slurm::kAttrControllerAddr);
     if (!host::ParseIpv4(addr)) {
@@ -267,11 +328,11 @@ Result<ControllerInfo> ControllerFromService(const ServiceInfo& service, int own
       return Fail(ErrorKind::kInvalidInput, std::string(slurm::kAttrControllerHost) + "='" + host +
                                                 "'" + where + " is not a host name");
     }
-    log::AddSecret(vm.Attr(slurm::kAttrMungeKey));
     info.vm_id = node.vm_id;
     info.addr = addr;
     info.host = host;
-    info.munge_key = std::move(*key);
+    info.key_server_public_key = std::move(*server_key);
+    info.munge_key_id = key_id;
     info.nics = vm.nics;
     info.published = vm.user_template;
     return info;

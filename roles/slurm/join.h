@@ -20,20 +20,23 @@ namespace onehpc {
 /// What a worker learns about the controller from one extended service document.
 struct ControllerInfo {
   int vm_id = -1;
-  std::string addr;                ///< SLURM_CONTROLLER_ADDR
-  std::string host;                ///< SLURM_CONTROLLER_HOST
-  std::string munge_key;           ///< decoded SLURM_MUNGE_KEY_BASE64 (secret)
-  std::vector<VmNic> nics;         ///< the controller VM's NICs
-  std::vector<VmNic> own_nics;     ///< this VM's NICs ({} when it is not listed yet)
-  std::string own_published_name;  ///< this VM's SLURM_NODENAME as OneGate has it ("" if none)
+  std::string addr;                   ///< SLURM_CONTROLLER_ADDR
+  std::string host;                   ///< SLURM_CONTROLLER_HOST
+  std::string key_server_public_key;  ///< decoded SLURM_KEY_SERVER_PUBKEY (32 bytes)
+  std::string munge_key_id;           ///< SLURM_MUNGE_KEY_ID (roles/slurm/key_delivery.h)
+  std::vector<VmNic> nics;            ///< the controller VM's NICs
+  std::vector<VmNic> own_nics;        ///< this VM's NICs ({} when it is not listed yet)
+  std::string own_published_name;     ///< this VM's SLURM_NODENAME as OneGate has it ("" if none)
+  std::string own_published_key;      ///< this VM's SLURM_WORKER_PUBKEY as OneGate has it
   /// The controller VM's USER_TEMPLATE (what else it publishes, e.g. the portal's users).
   std::map<std::string, std::string> published;
 };
 
 /// Reads the controller from one service document: the role named `controller_role`
 /// ("controller" in OneSlurm, "portal" in Open OnDemand), a node whose USER_TEMPLATE has
-/// READY=YES, the address, host and a valid base64 munge key. kNotFound (role missing,
-/// nothing ready yet) or kInvalidInput (bad published values) otherwise.
+/// READY=YES, the address, host, the key server's public key and the munge key's id.
+/// kNotFound (role missing, nothing ready yet) or kInvalidInput (bad published values)
+/// otherwise.
 Result<ControllerInfo> ControllerFromService(
     const ServiceInfo& service, int own_vm_id,
     const std::string& controller_role = slurm::kControllerRole);
@@ -58,8 +61,10 @@ struct JoinSetup {
   std::function<Status(const ControllerInfo&)> before_slurmd;
 };
 
-/// Finds the controller through OneGate, then: host name, /etc/hosts, munge key, the slurmd
-/// unit of a dynamic node, SLURM_NODENAME published before slurmd registers, slurmd
+/// Finds the controller through OneGate, then: host name, /etc/hosts, this worker's box key
+/// pair, SLURM_NODENAME and SLURM_WORKER_PUBKEY published, the munge key fetched from the
+/// controller's key server unless the installed one has the published id (roles/slurm/
+/// key_delivery.h), the slurmd unit of a dynamic node, slurmd
 /// (re)started when something changed or the node is not registered, the registration
 /// checked, self-drain armed. Returns what it learnt about the controller.
 Result<ControllerInfo> JoinSlurmCluster(RoleEnv& env, const JoinSetup& setup);

@@ -102,10 +102,11 @@ Result<MungeKeyState> InstallMungeKey(RoleEnv& env, const std::string& key) {
   auto existing = env.files.ReadIfExists(kMungeKeyPath);
   if (!existing) return Fail(existing.error());
   MungeKeyState state{key, !existing->has_value() || **existing != key};
-  auto s = EnsureFile(env, kMungeKeyPath, key, 0400, kMungeOwner,
-                      state.changed ? "the controller's munge key (from OneGate) differs from "
-                                      "the local one"
-                                    : "munge key from the controller");
+  auto s =
+      EnsureFile(env, kMungeKeyPath, key, 0400, kMungeOwner,
+                 state.changed ? "the controller's munge key (from its key server) differs from "
+                                 "the local one"
+                               : "munge key from the controller");
   if (!s) return Fail(s.error());
   return state;
 }

@@ -75,9 +75,14 @@ class FakeMachine {
   }
 
   static std::string WantsLink(const std::string& unit) {
-    bool timer = unit.size() > 6 && unit.substr(unit.size() - 6) == ".timer";
-    return std::string("/etc/systemd/system/") + (timer ? "timers.target" : "multi-user.target") +
-           ".wants/" + unit;
+    auto ends = [&](const std::string& suffix) {
+      return unit.size() > suffix.size() &&
+             unit.compare(unit.size() - suffix.size(), suffix.size(), suffix) == 0;
+    };
+    const char* target = ends(".timer")    ? "timers.target"
+                         : ends(".socket") ? "sockets.target"
+                                           : "multi-user.target";
+    return std::string("/etc/systemd/system/") + target + ".wants/" + unit;
   }
   void Write(const std::string& path, const std::string& content) {
     fs::create_directories(fs::path(root + path).parent_path());

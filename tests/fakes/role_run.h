@@ -19,13 +19,14 @@ namespace onehpc::fakes {
 /// Everything a RoleEnv refers to, for one role run.
 struct RoleRun {
   RoleRun(FakeMachine& m, const Role& role, ContextVars vars, OneGateClient* onegate,
-          PlanMode mode = PlanMode::kApply)
+          PlanMode mode = PlanMode::kApply, LineExchange* exchange = nullptr)
       : plan(mode) {
     context.vars = std::move(vars);
     auto resolved = Settings::Resolve(role.Settings(), context.vars);
     EXPECT_TRUE(resolved) << (resolved ? "" : resolved.error().message);
     if (resolved) settings = std::make_unique<Settings>(std::move(*resolved));
-    SystemAdapters sys{m.runner, *m.files, m.systemd, block_devices, mounts, m.clock, m.http};
+    SystemAdapters sys{m.runner, *m.files, m.systemd, block_devices,
+                       mounts,   m.clock,  m.http,    exchange};
     env =
         std::make_unique<RoleEnv>(RoleEnv::From(context, *settings, onegate, sys, plan, &publish));
   }

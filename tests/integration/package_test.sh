@@ -19,6 +19,8 @@ for path in ./usr/sbin/one-hpc ./usr/lib/systemd/system/one-hpc-configure.servic
     ./usr/lib/systemd/system/one-hpc-accounting-dump.service \
     ./usr/lib/systemd/system/one-hpc-accounting-dump.timer \
     ./usr/lib/systemd/system/one-hpc-reconfigure.service \
+    ./usr/lib/systemd/system/one-hpc-key-server.socket \
+    ./usr/lib/systemd/system/one-hpc-key-server@.service \
     ./usr/lib/udev/rules.d/65-one-hpc-context.rules; do
   if grep -q "^-.* $path\$" "$tmp/contents"; then ok; else bad "missing $path"; fi
 done

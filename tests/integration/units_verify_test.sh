@@ -7,7 +7,8 @@ command -v systemd-analyze >/dev/null || { echo "systemd-analyze missing: skippe
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 # ExecStart paths are checked: render the units with the built binary's path.
 mkdir -p "$tmp/units"
-for unit in "$SRC"/install/systemd/*.service "$SRC"/install/systemd/*.timer; do
+for unit in "$SRC"/install/systemd/*.service "$SRC"/install/systemd/*.timer \
+    "$SRC"/install/systemd/*.socket; do
   [ -e "$unit" ] || continue
   sed "s#/usr/sbin/one-hpc#$BIN#g" "$unit" >"$tmp/units/$(basename "$unit")"
 done

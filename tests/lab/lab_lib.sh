@@ -114,6 +114,8 @@ check() {   # check DESCRIPTION COMMAND...   (returns the command's failure too)
 eq() { [ "$1" = "$2" ] || { echo "        got '$1', want '$2'"; return 1; }; }
 # shellcheck disable=SC2317  # called through check
 contains() { case $1 in *"$2"*) return 0;; esac; echo "        '$1' does not contain '$2'"; return 1; }
+# shellcheck disable=SC2317  # called through check
+lacks() { case $1 in *"$2"*) echo "        found '$2'"; return 1;; esac; return 0; }
 timing() { TIMINGS+=("$(printf '%-52s %7ss' "$1" "$2")"); }
 print_timings() {
     [ ${#TIMINGS[@]} -gt 0 ] || return 0

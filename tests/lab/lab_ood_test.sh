@@ -286,7 +286,9 @@ phase1_up() {
         eq "$(sim_attr "${VMID[portal]}" SLURM_CONTROLLER_ADDR)" "${IP[portal]}"
     check "portal: published SLURM_CONTROLLER_HOST=ood-portal" \
         eq "$(sim_attr "${VMID[portal]}" SLURM_CONTROLLER_HOST)" ood-portal
-    check "portal: published SLURM_MUNGE_KEY_BASE64" test -n "$(sim_attr "${VMID[portal]}" SLURM_MUNGE_KEY_BASE64)"
+    check "portal: published SLURM_KEY_SERVER_PUBKEY" test -n "$(sim_attr "${VMID[portal]}" SLURM_KEY_SERVER_PUBKEY)"
+    check "portal: never publishes the munge key (no SLURM_MUNGE_KEY_BASE64)" \
+        test -z "$(sim_attr "${VMID[portal]}" SLURM_MUNGE_KEY_BASE64)"
     check "portal: published OOD_USERS (alice)" contains "$(sim_attr "${VMID[portal]}" OOD_USERS)" alice
     check "portal: StateSaveLocation=$PORTAL_STATE/state" \
         eq "$(P sed -n 's/^StateSaveLocation=//p' /etc/slurm/slurm.conf)" "$PORTAL_STATE/state"
@@ -321,6 +323,19 @@ phase1_up() {
     # Slurm: both workers idle under their names.
     wait_for 60 workers_are idle
     check "sinfo: $(node w1) and $(node w2) idle (${WAITED}s)" workers_are idle || print_sinfo
+
+    # The munge key: boxed for each worker by the portal's key server, never in OneGate.
+    local key64 docs id
+    key64=$(base64 -w0 < "$NFS_DIR/slurm/munge.key")
+    docs=$(sim GET /_sim/vms; for id in "${VMID[@]}"; do sim GET "/_sim/vms/$id"; done)
+    check "no OneGate document (USER_TEMPLATE, CONTEXT of any VM) holds the munge key" lacks "$docs" "$key64"
+    for n in w1 w2; do
+        check "$n: publishes SLURM_WORKER_PUBKEY" test -n "$(sim_attr "${VMID[$n]}" SLURM_WORKER_PUBKEY)"
+        check "$n: the same munge key as the portal (from its key server)" \
+            eq "$(sha_in "$n" /etc/munge/munge.key)" "$(sha_in portal /etc/munge/munge.key)"
+    done
+    check "portal: its key server answered both workers" \
+        eq "$(P journalctl -o cat --no-pager -u 'one-hpc-key-server@*' | grep -c 'sent the munge key, boxed for VM')" 2
 
     # First login: the home, then a job of alice on both workers writing into it.
     check "portal: one-hpc home-create alice" P one-hpc home-create alice

@@ -10,7 +10,8 @@
 #      comes from templates/vm/oneslurm.tmpl and the role's wiring. The image has no
 #      one-context: the context exists only on the CD;
 #   4. checks: each VM publishes READY=YES (not ERROR); both workers are idle in the
-#      controller's sinfo and `srun -N2 hostname` runs on both; on the CD-only worker
+#      controller's sinfo and `srun -N2 hostname` runs on both; the munge key each worker got
+#      from the controller's key server is in no OneGate document and on no CONTEXT CD; on the CD-only worker
 #      `one-hpc follow` and `one-hpc storage-refresh` load the context from the CD (no exit 3),
 #      and the shipped reconcile timer does too on the controller;
 #   5. hard kill: a worker's qemu gets SIGKILL while a job runs there and the VM leaves the
@@ -92,6 +93,18 @@ if [ "$out" = "$expected" ]; then pass "srun -N2 hostname runs on both nodes: $(
     fail "srun -N2 hostname runs on both nodes" "expected: $expected
 got: $out"
 fi
+
+# ---- 4b. the munge key: boxed for each worker by the controller's key server, never published --
+vm_check_key_secret controller
+served=$(ctl "journalctl -o cat --no-pager -u 'one-hpc-key-server@*' | grep -c 'sent the munge key, boxed for VM'")
+if [ "$served" = 2 ]; then pass "the controller's key server answered both workers"; else
+    fail "the controller's key server answered both workers" "$served answers: $(ctl "journalctl -o cat --no-pager -u 'one-hpc-key-server@*' | tail -n 5")"
+fi
+# How long the request took on worker1 (the plan's operation, started to finished).
+fetch=$(vm_ssh worker1 "journalctl -o short-unix --no-pager -u one-hpc-configure.service | grep 'fetch the munge key'" 2>/dev/null |
+    awk '/\[started\]/{s=$1} /\[finished\]/{f=$1} END{if (s && f) printf "%.2f", f - s}')
+vm_result worker1_key_fetch_seconds "${fetch:-?}"
+log "worker1: the munge key request took ${fetch:-?} s"
 
 # ---- 5. the timers' commands find the CD-only context --------------------------------------------
 # The image has no one-context: no context.sh.network, no /context/. Run the commands that

@@ -347,6 +347,30 @@ EOF
     xorriso -as mkisofs -quiet -V CONTEXT -J -R -o "$work/$name-context.iso" "$dir" 2>>"$work/xorriso.log"
 }
 
+# vm_check_key_secret KEYVM: the munge key of VM KEYVM (base64) appears in no OneGate document
+# (every VM's USER_TEMPLATE and CONTEXT as the operator sees them, the extended service document
+# every VM reads) and in no CONTEXT CD made so far; a pass or fail line.
+vm_check_key_secret() {
+    local key64 docs n found=""
+    key64=$(vm_ssh "$1" 'base64 -w0 /etc/munge/munge.key' 2>/dev/null)
+    if [ ${#key64} -lt 40 ]; then fail "the munge key of $1 is readable for the check" "got '${key64:0:8}...'"; return; fi
+    docs=$(sim GET /_sim/vms)
+    for n in "${!vm_id[@]}"; do
+        docs+=$(sim GET "/_sim/vms/${vm_id[$n]}")
+        docs+=$(in_ns curl -sS --max-time 10 -H "X-ONEGATE-TOKEN: ${vm_token[$n]}" \
+            -H "X-ONEGATE-VMID: ${vm_id[$n]}" "http://$net.1:5030/service?extended=true")
+    done
+    grep -qF -- "$key64" <<<"$docs" && found="a OneGate document"
+    for n in "$work"/*-context.iso*; do
+        [ -e "$n" ] && grep -aqF -- "$key64" "$n" && found+=" ${n##*/}"
+    done
+    if [ -z "$found" ] && [ ${#docs} -gt 1000 ]; then
+        pass "the munge key is in no OneGate document (${#docs} bytes read) and on no CONTEXT CD"
+    else
+        fail "the munge key is in no OneGate document and on no CONTEXT CD" "found in: ${found:-nothing read (${#docs} bytes)}"
+    fi
+}
+
 # vm_new NAME APPLIANCE ROLE IP [KEY=VALUE...]: the VM in the simulated service (a new VM id
 # and token), its MAC (from the IP), tap and CONTEXT ISO; not booted. NAME may be used again
 # for a new VM (a re-created one): it gets a new id, token and overlay.

@@ -8,6 +8,7 @@
 #include "common/base64.h"
 #include "common/log.h"
 #include "roles/names.h"
+#include "roles/slurm/key_delivery.h"
 #include "roles/slurm/slurm_conf.h"
 #include "tests/fakes/machine.h"
 #include "tests/fakes/onegate_sim.h"
@@ -125,6 +126,8 @@ TEST_F(ControllerTest, FirstBoot) {
                               "scontrol ping",
                               "systemctl enable oneslurm-reconcile.timer",
                               "systemctl --no-block start oneslurm-reconcile.timer",
+                              "systemctl enable one-hpc-key-server.socket",
+                              "systemctl --no-block start one-hpc-key-server.socket",
                           }));
   // Neither the key nor its base64 ever reaches a command line or a child's stdin.
   std::string b64 = Base64Encode(key);
@@ -140,14 +143,38 @@ TEST_F(ControllerTest, FirstBoot) {
     EXPECT_EQ(a.find("reconfigure"), std::string::npos) << a;
   }
 
-  // Published with READY by the configure flow: address, host and the key, in one update.
-  ASSERT_EQ(run->publish.size(), 3u);
+  // Published with READY by the configure flow: address, host, the key server's public key
+  // and the key's id, in one update. Never the key.
+  ASSERT_EQ(run->publish.size(), 4u);
   EXPECT_EQ(run->publish[0],
             (std::pair<std::string, std::string>{"SLURM_CONTROLLER_ADDR", "10.0.0.5"}));
   EXPECT_EQ(run->publish[1].second, "slurm-one-controller");
-  EXPECT_EQ(run->publish[2].first, "SLURM_MUNGE_KEY_BASE64");
-  EXPECT_EQ(Base64DecodeStrict(run->publish[2].second).value_or(""), key);
-  EXPECT_FALSE(logs.Contains(run->publish[2].second));  // never logged
+  std::string pair = m_.Read("/var/lib/one-hpc/key-server.key");
+  ASSERT_EQ(pair.size(), 64u);
+  ASSERT_EQ(stat((m_.root + "/var/lib/one-hpc/key-server.key").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  EXPECT_EQ(run->publish[2], (std::pair<std::string, std::string>{"SLURM_KEY_SERVER_PUBKEY",
+                                                                  Base64Encode(pair.substr(32))}));
+  EXPECT_EQ(run->publish[3],
+            (std::pair<std::string, std::string>{"SLURM_MUNGE_KEY_ID", slurm::MungeKeyId(key)}));
+  for (const auto& [k, v] : run->publish) {
+    EXPECT_EQ(v.find(b64), std::string::npos) << k;
+    EXPECT_EQ(v.find(Base64Encode(pair.substr(0, 32))), std::string::npos) << k;
+  }
+  EXPECT_FALSE(logs.Contains(Base64Encode(pair.substr(0, 32))));  // the secret key: never logged
+}
+
+TEST_F(ControllerTest, TheClearKeyOfAnEarlierVersionIsErased) {
+  ASSERT_TRUE(
+      sim_.SetUserAttr(vm_.id, "SLURM_MUNGE_KEY_BASE64", Base64Encode(std::string(32, 'o'))));
+  log::Capture logs;
+  auto run = Configure();
+  EXPECT_EQ(sim_.UserAttr(vm_.id, "SLURM_MUNGE_KEY_BASE64"), "");
+  EXPECT_TRUE(Has(run->Changes(), "erase SLURM_MUNGE_KEY_BASE64 from OneGate"));
+  EXPECT_TRUE(logs.Contains("whoever read it holds the key: rotate it"));
+  PublishWithReady(*run);
+  auto again = Configure();
+  EXPECT_TRUE(again->Changes().empty()) << again->plan.Render();
 }
 
 TEST_F(ControllerTest, RerunKeepsEverything) {
@@ -165,7 +192,8 @@ TEST_F(ControllerTest, RerunKeepsEverything) {
   }
   // Only checks: munge round trip and scontrol ping.
   EXPECT_EQ(after, (std::vector<std::string>{"munge -n", "unmunge", "scontrol ping"}));
-  ASSERT_EQ(second->publish.size(), 3u);  // sent again with READY (same values)
+  ASSERT_EQ(second->publish.size(), 4u);       // sent again with READY (same values)
+  EXPECT_EQ(second->publish, first->publish);  // the same key pair and key
 }
 
 TEST_F(ControllerTest, ChangedMaxNodesRestartsInsteadOfReconfigure) {

@@ -11,6 +11,7 @@
 #include "common/log.h"
 #include "roles/names.h"
 #include "roles/slurm/join.h"
+#include "tests/fakes/key_server.h"
 #include "tests/fakes/machine.h"
 #include "tests/fakes/onegate_sim.h"
 #include "tests/fakes/role_run.h"
@@ -39,9 +40,11 @@ class WorkerTest : public ::testing::Test {
     ctl.nics.push_back(fakes::SimNic("10.0.0.5", "service"));
     ctl.user_template = {{"READY", "YES"},
                          {"SLURM_CONTROLLER_ADDR", "10.0.0.5"},
-                         {"SLURM_CONTROLLER_HOST", "slurm-one-controller"},
-                         {"SLURM_MUNGE_KEY_BASE64", Base64Encode(key_)}};
+                         {"SLURM_CONTROLLER_HOST", "slurm-one-controller"}};
     controller_ = sim_.AddVm(service_, "controller", ctl);
+    keys_ = std::make_unique<fakes::FakeKeyServer>(sim_, controller_, "10.0.0.5", key_, "10.0.0.7",
+                                                   http_, m_.clock);
+    keys_->Publish();
     sim::VmSpec w;
     w.nics.push_back(fakes::SimNic("192.0.2.7", "public", "2"));
     w.nics.push_back(fakes::SimNic("10.0.0.7", "service"));
@@ -67,7 +70,7 @@ class WorkerTest : public ::testing::Test {
     }
   }
   std::unique_ptr<RoleRun> Run(PlanMode mode = PlanMode::kApply) {
-    auto run = std::make_unique<RoleRun>(m_, *role_, vars_, onegate_.get(), mode);
+    auto run = std::make_unique<RoleRun>(m_, *role_, vars_, onegate_.get(), mode, keys_.get());
     status_ = role_->Configure(*run->env);
     return run;
   }
@@ -85,6 +88,7 @@ class WorkerTest : public ::testing::Test {
   CurlTransport http_;
   fakes::HookTransport hook_{http_};
   std::unique_ptr<OneGateClient> onegate_;
+  std::unique_ptr<fakes::FakeKeyServer> keys_;
   std::unique_ptr<Role> role_ = MakeWorkerRole();
   ContextVars vars_;
   FakeSlurm slurm_;
@@ -129,16 +133,31 @@ TEST_F(WorkerTest, FirstJoin) {
       << unit;
   EXPECT_TRUE(logs.Contains("on address 10.0.0.7 (NIC NIC1 on network 'service'"));
   auto changes = run->Changes();
-  EXPECT_TRUE(Has(changes, "publish SLURM_NODENAME=" + name_ + " in OneGate"));
+  EXPECT_TRUE(
+      Has(changes, "publish SLURM_NODENAME=" + name_ + " and SLURM_WORKER_PUBKEY in OneGate"));
+  EXPECT_TRUE(Has(changes, "make a key pair in /var/lib/one-hpc/worker-box.key (0600 root)"));
+  EXPECT_TRUE(
+      Has(changes, "fetch the munge key from the controller's key server at 10.0.0.5:6830"));
+  EXPECT_EQ(keys_->requests, 1);
+  // The key server boxed the key for the public key of this VM's key pair.
+  std::string pair = m_.Read("/var/lib/one-hpc/worker-box.key");
+  ASSERT_EQ(pair.size(), 64u);
+  EXPECT_EQ(sim_.UserAttr(worker_.id, "SLURM_WORKER_PUBKEY"), Base64Encode(pair.substr(32)));
+  ASSERT_EQ(stat((m_.root + "/var/lib/one-hpc/worker-box.key").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
   EXPECT_TRUE(Has(changes, "systemctl daemon-reload"));
   EXPECT_TRUE(Has(changes, "start slurmd.service (--no-block)"));
   EXPECT_TRUE(Has(changes, "enable oneslurm-self-drain.service"));
   EXPECT_TRUE(Has(changes, "start oneslurm-self-drain.service (--no-block)"));
   EXPECT_TRUE(run->publish.empty());  // READY goes out through the configure flow only
-  // Exactly one GET /service?extended=true for discovery.
-  int service_gets = 0;
-  for (const auto& r : sim_.Requests()) service_gets += r.path == "/service" ? 1 : 0;
+  // Exactly one GET /service?extended=true for discovery (and one by the key server).
+  int service_gets = 0, server_gets = 0;
+  for (const auto& r : sim_.Requests()) {
+    if (r.path != "/service") continue;
+    (r.vm_id == worker_.id ? service_gets : server_gets)++;
+  }
   EXPECT_EQ(service_gets, 1);
+  EXPECT_EQ(server_gets, 1);
   EXPECT_EQ(slurmd_starts_, 1);
   // Commands: munge checked before slurmd; registration checked with the configless config.
   auto cmds = m_.Changes();
@@ -162,14 +181,16 @@ TEST_F(WorkerTest, RerunKeepsEverything) {
   auto again = RunOk();
   EXPECT_TRUE(again->Changes().empty()) << again->plan.Render();
   EXPECT_EQ(slurmd_starts_, 1);
+  EXPECT_EQ(keys_->requests, 1);  // the installed key has the published id: nothing asked
 }
 
 TEST_F(WorkerTest, RotatedKeyIsInstalledAndDaemonsRestarted) {
   RunOk();
   std::string new_key(64, 'k');
-  ASSERT_TRUE(sim_.SetUserAttr(controller_.id, "SLURM_MUNGE_KEY_BASE64", Base64Encode(new_key)));
+  keys_->Rotate(new_key);
   auto run = RunOk();
   EXPECT_EQ(m_.Read("/etc/munge/munge.key"), new_key);
+  EXPECT_EQ(keys_->requests, 2);
   auto changes = run->Changes();
   EXPECT_TRUE(Has(changes, "write /etc/munge/munge.key"));
   EXPECT_TRUE(Has(changes, "restart munge.service (--no-block)"));
@@ -186,7 +207,7 @@ TEST_F(WorkerTest, WaitsForTheControllerWithBackoff) {
   EXPECT_GT(m_.clock.slept(), Duration(2000));
   int service_gets = 0;
   for (const auto& r : sim_.Requests()) {
-    if (r.path == "/service") {
+    if (r.path == "/service" && r.vm_id == worker_.id) {
       ++service_gets;
       EXPECT_NE(r.query.find("extended"), std::string::npos);
     }
@@ -210,20 +231,65 @@ TEST_F(WorkerTest, NoControllerRoleIsAClearErrorWithinTheDeadline) {
   EXPECT_NE(status_.error().message.find("deadline of 60000 ms"), std::string::npos);
   EXPECT_LE(m_.clock.slept(), Duration(60000));
   int service_requests = 0;
-  for (const auto& r : sim_.Requests()) service_requests += (r.path == "/service") ? 1 : 0;
+  for (const auto& r : sim_.Requests()) {
+    service_requests += (r.path == "/service" && r.vm_id == worker_.id) ? 1 : 0;
+  }
   EXPECT_GT(service_requests, 3);  // retried, not an exit
   EXPECT_EQ(slurmd_starts_, 0);
 }
 
 TEST_F(WorkerTest, BadPublishedKeyIsNamed) {
-  ASSERT_TRUE(sim_.SetUserAttr(controller_.id, "SLURM_MUNGE_KEY_BASE64", "c2hvcnQ="));
+  ASSERT_TRUE(sim_.SetUserAttr(controller_.id, "SLURM_KEY_SERVER_PUBKEY", "c2hvcnQ="));
   vars_["ONEAPP_SLURM_JOIN_TIMEOUT"] = "10";
   Run();
   ASSERT_FALSE(status_);
-  EXPECT_NE(status_.error().message.find("SLURM_MUNGE_KEY_BASE64 published by controller VM"),
+  EXPECT_NE(status_.error().message.find("published by controller VM"), std::string::npos)
+      << status_.error().message;
+  EXPECT_NE(status_.error().message.find(
+                "SLURM_KEY_SERVER_PUBKEY='c2hvcnQ=' is not the base64 of a 32-byte public key"),
             std::string::npos)
       << status_.error().message;
-  EXPECT_NE(status_.error().message.find("5 bytes"), std::string::npos);
+  EXPECT_EQ(keys_->requests, 0);
+}
+
+TEST_F(WorkerTest, AnImpostorsBoxIsRefusedAtOnce) {
+  // Someone answers on the controller's address with a box of its own making (it knows this
+  // VM's public key: it is published) but cannot have the controller's secret key.
+  fakes::FakeKeyServer impostor(sim_, controller_, "10.0.0.5", std::string(64, 'e'), "10.0.0.7",
+                                http_, m_.clock);
+  keys_ = std::make_unique<fakes::FakeKeyServer>(sim_, controller_, "10.0.0.5", key_, "10.0.0.7",
+                                                 http_, m_.clock);
+  keys_->Publish();
+  RoleRun run(m_, *role_, vars_, onegate_.get(), PlanMode::kApply, &impostor);
+  auto s = role_->Configure(*run.env);
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.error().message.find("does not open with the public key the controller publishes"),
+            std::string::npos)
+      << s.error().message;
+  EXPECT_EQ(impostor.requests, 1);  // a permanent refusal: not retried
+  EXPECT_FALSE(m_.Exists("/etc/munge/munge.key"));
+  EXPECT_EQ(slurmd_starts_, 0);
+}
+
+TEST_F(WorkerTest, ARequestFromAnotherAddressIsDenied) {
+  keys_->peer_ip = "10.0.0.99";  // not an address of this VM in the service document
+  Run();
+  ASSERT_FALSE(status_);
+  EXPECT_NE(status_.error().message.find("the key server refused: the request came from "
+                                         "10.0.0.99, which is no address of VM " +
+                                         std::to_string(worker_.id)),
+            std::string::npos)
+      << status_.error().message;
+  EXPECT_EQ(keys_->requests, 1);
+  EXPECT_FALSE(m_.Exists("/etc/munge/munge.key"));
+}
+
+TEST_F(WorkerTest, AKeyServerNotUpYetIsRetried) {
+  keys_->refuse_first = 2;  // slurmctld is up, the socket not yet
+  auto run = RunOk();
+  EXPECT_EQ(keys_->requests, 3);
+  EXPECT_GE(m_.clock.sleeps(), 2);
+  EXPECT_EQ(m_.Read("/etc/munge/munge.key"), key_);
 }
 
 TEST_F(WorkerTest, TableFullIsReported) {
@@ -285,8 +351,11 @@ TEST_F(WorkerTest, DryRunLooksOnceAndChangesNothing) {
   EXPECT_FALSE(m_.Exists("/etc/munge/munge.key"));
   EXPECT_FALSE(m_.Exists("/etc/systemd/system/slurmd.service"));
   EXPECT_EQ(sim_.UserAttr(worker_.id, "SLURM_NODENAME"), "");
+  EXPECT_FALSE(m_.Exists("/var/lib/one-hpc/worker-box.key"));
   EXPECT_EQ(slurmd_starts_, 0);
-  EXPECT_TRUE(Has(run->Changes(), "publish SLURM_NODENAME=" + name_ + " in OneGate"));
+  EXPECT_EQ(keys_->requests, 0);
+  EXPECT_TRUE(Has(run->Changes(),
+                  "publish SLURM_NODENAME=" + name_ + " and SLURM_WORKER_PUBKEY in OneGate"));
   EXPECT_TRUE(Has(run->Changes(), "start slurmd.service (--no-block)"));
 }
 

@@ -22,13 +22,15 @@ TEST(ControllerFromServiceTest, PicksTheReadyController) {
   ready.vm->user_template = {{"READY", "YES"},
                              {"SLURM_CONTROLLER_ADDR", "10.0.0.5"},
                              {"SLURM_CONTROLLER_HOST", "ctl"},
-                             {"SLURM_MUNGE_KEY_BASE64", Base64Encode(std::string(32, 'x'))}};
+                             {"SLURM_KEY_SERVER_PUBKEY", Base64Encode(std::string(32, 'p'))},
+                             {"SLURM_MUNGE_KEY_ID", std::string(32, 'a')}};
   ctl.nodes = {stale, ready};
   s.roles = {ctl};
   auto info = ControllerFromService(s, 99);
   ASSERT_TRUE(info) << info.error().message;
   EXPECT_EQ(info->vm_id, 2);
-  EXPECT_EQ(info->munge_key, std::string(32, 'x'));
+  EXPECT_EQ(info->key_server_public_key, std::string(32, 'p'));
+  EXPECT_EQ(info->munge_key_id, std::string(32, 'a'));
   s.roles[0].nodes = {stale};
   auto waiting = ControllerFromService(s, 99);
   ASSERT_FALSE(waiting);
@@ -38,6 +40,24 @@ TEST(ControllerFromServiceTest, PicksTheReadyController) {
   auto bad = ControllerFromService(s, 99);
   ASSERT_FALSE(bad);
   EXPECT_NE(bad.error().message.find("is not an IPv4 address"), std::string::npos);
+  s.roles[0].nodes[0].vm->user_template = ready.vm->user_template;
+  s.roles[0].nodes[0].vm->user_template["SLURM_MUNGE_KEY_ID"] = "ABC";
+  auto bad_id = ControllerFromService(s, 99);
+  ASSERT_FALSE(bad_id);
+  EXPECT_NE(bad_id.error().message.find("SLURM_MUNGE_KEY_ID='ABC' published by controller VM 1 "
+                                        "is not 32 lower-case hex digits"),
+            std::string::npos)
+      << bad_id.error().message;
+  // A controller of an earlier one-hpc (the key in clear, no key server) is waited for.
+  s.roles[0].nodes[0].vm->user_template = {{"READY", "YES"},
+                                           {"SLURM_CONTROLLER_ADDR", "10.0.0.5"},
+                                           {"SLURM_CONTROLLER_HOST", "ctl"},
+                                           {"SLURM_MUNGE_KEY_BASE64", "eHh4"}};
+  auto old = ControllerFromService(s, 99);
+  ASSERT_FALSE(old);
+  EXPECT_NE(old.error().message.find("missing SLURM_KEY_SERVER_PUBKEY, SLURM_MUNGE_KEY_ID"),
+            std::string::npos)
+      << old.error().message;
 }
 
 }  // namespace

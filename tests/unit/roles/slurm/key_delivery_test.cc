@@ -1,0 +1,141 @@
+// The munge key's delivery: requests, the server's decision, the worker's checks.
+#include "roles/slurm/key_delivery.h"
+
+#include <gtest/gtest.h>
+
+#include "common/base64.h"
+#include "roles/names.h"
+
+namespace onehpc::slurm {
+namespace {
+
+class KeyDeliveryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    server_ = NewBoxKeyPair().value();
+    worker_ = NewBoxKeyPair().value();
+    other_ = NewBoxKeyPair().value();
+    secrets_.munge_key = std::string(128, 'm');
+    secrets_.server = server_;
+    service_.name = "OneSlurm";
+    ServiceRole controller{"controller", 1, 1, {}};
+    controller.nodes.push_back(Node(3, "10.0.0.5", other_));
+    ServiceRole workers{"worker", 2, 2, {}};
+    workers.nodes.push_back(Node(7, "10.0.0.7", worker_));
+    workers.nodes.push_back(Node(8, "10.0.0.8", other_));
+    service_.roles = {controller, workers};
+    request_ = {7, std::string(kBoxNonceBytes, 'n')};
+  }
+  static ServiceNode Node(int id, const std::string& ip, const BoxKeyPair& pair) {
+    ServiceNode node;
+    node.vm_id = id;
+    node.vm = VmInfo{};
+    node.vm->id = id;
+    VmNic nic;
+    nic.ip = ip;
+    node.vm->nics.push_back(nic);
+    node.vm->user_template[kAttrWorkerPublicKey] = Base64Encode(pair.public_key);
+    return node;
+  }
+  Result<std::string> Open(const KeyAnswer& answer, const BoxKeyPair& me) {
+    return OpenKeyAnswer(answer.line, request_, me, server_.public_key,
+                         MungeKeyId(secrets_.munge_key));
+  }
+
+  BoxKeyPair server_, worker_, other_;
+  KeyServerSecrets secrets_;
+  ServiceInfo service_;
+  KeyRequest request_;
+};
+
+TEST_F(KeyDeliveryTest, RequestsRoundTripAndBadOnesAreRefused) {
+  auto parsed = ParseKeyRequest(FormatKeyRequest(request_));
+  ASSERT_TRUE(parsed) << parsed.error().message;
+  EXPECT_EQ(parsed->vm_id, 7);
+  EXPECT_EQ(parsed->nonce, request_.nonce);
+  for (const std::string& bad : std::vector<std::string>{
+           "", "GET / HTTP/1.0", "ONEHPC-MUNGE/1 7", "ONEHPC-MUNGE/1 x7 bm9uY2U=",
+           "ONEHPC-MUNGE/1 1234567890 " + Base64Encode(request_.nonce),
+           "ONEHPC-MUNGE/1 7 " + Base64Encode("short"),
+           "ONEHPC-MUNGE/2 7 " + Base64Encode(request_.nonce)}) {
+    EXPECT_FALSE(ParseKeyRequest(bad)) << bad;
+  }
+}
+
+TEST_F(KeyDeliveryTest, OnlyTheWorkerOpensItsBoxAndGetsTheKey) {
+  auto answer = AnswerKeyRequest(request_, "10.0.0.7", service_, "worker", secrets_);
+  ASSERT_TRUE(answer.granted) << answer.line;
+  EXPECT_EQ(answer.line.find(Base64Encode(secrets_.munge_key)), std::string::npos);
+  EXPECT_EQ(answer.log.find(Base64Encode(secrets_.munge_key)), std::string::npos);
+  auto key = Open(answer, worker_);
+  ASSERT_TRUE(key) << key.error().message;
+  EXPECT_EQ(*key, secrets_.munge_key);
+  // Anyone else who records the answer, with any other secret key, cannot open it.
+  auto stolen = Open(answer, other_);
+  ASSERT_FALSE(stolen);
+  EXPECT_EQ(stolen.error().kind, ErrorKind::kInvalidInput);
+  // A recorded answer is useless for another request (another nonce).
+  KeyRequest later{7, std::string(kBoxNonceBytes, 'N')};
+  EXPECT_FALSE(OpenKeyAnswer(answer.line, later, worker_, server_.public_key,
+                             MungeKeyId(secrets_.munge_key)));
+  // A box from anyone but the published server does not open.
+  KeyServerSecrets impostor = secrets_;
+  impostor.server = other_;
+  auto forged = AnswerKeyRequest(request_, "10.0.0.7", service_, "worker", impostor);
+  auto opened = Open(forged, worker_);
+  ASSERT_FALSE(opened);
+  EXPECT_NE(opened.error().message.find("does not open"), std::string::npos);
+  // A key that is not the one whose id the controller publishes is refused.
+  EXPECT_FALSE(OpenKeyAnswer(answer.line, request_, worker_, server_.public_key,
+                             MungeKeyId(std::string(128, 'x'))));
+}
+
+TEST_F(KeyDeliveryTest, ForgedRequestsAreDenied) {
+  struct Case {
+    int vm_id;
+    std::string peer;
+    std::string why;
+  };
+  for (const auto& c : std::vector<Case>{
+           {3, "10.0.0.5", "VM 3 is not a node of role 'worker' of service 'OneSlurm'"},
+           {99, "10.0.0.99", "VM 99 is not a node of role 'worker'"},
+           {7, "10.0.0.8", "the request came from 10.0.0.8, which is no address of VM 7"},
+           {7, "192.0.2.1", "the request came from 192.0.2.1, which is no address of VM 7"}}) {
+    KeyRequest r{c.vm_id, request_.nonce};
+    auto answer = AnswerKeyRequest(r, c.peer, service_, "worker", secrets_);
+    EXPECT_FALSE(answer.granted) << c.why;
+    EXPECT_NE(answer.line.find("ONEHPC-MUNGE/1 DENIED " + c.why), std::string::npos) << answer.line;
+    auto opened = OpenKeyAnswer(answer.line, r, worker_, server_.public_key, "");
+    ASSERT_FALSE(opened);
+    EXPECT_EQ(opened.error().kind, ErrorKind::kInvalidInput);  // permanent: not retried
+  }
+  service_.roles[1].nodes[0].vm->user_template.erase(kAttrWorkerPublicKey);
+  auto none = AnswerKeyRequest(request_, "10.0.0.7", service_, "worker", secrets_);
+  EXPECT_NE(none.line.find("VM 7 publishes no SLURM_WORKER_PUBKEY"), std::string::npos);
+  service_.roles[1].nodes[0].vm->user_template[kAttrWorkerPublicKey] = "bm9wZQ==";
+  auto bad = AnswerKeyRequest(request_, "10.0.0.7", service_, "worker", secrets_);
+  EXPECT_NE(bad.line.find("is not the base64 of a 32-byte public key"), std::string::npos);
+}
+
+TEST_F(KeyDeliveryTest, RetryIsTransient) {
+  auto opened =
+      OpenKeyAnswer(RetryAnswer("OneGate is down").line, request_, worker_, server_.public_key, "");
+  ASSERT_FALSE(opened);
+  EXPECT_EQ(opened.error().kind, ErrorKind::kNetwork);
+  EXPECT_NE(opened.error().message.find("OneGate is down"), std::string::npos);
+  EXPECT_EQ(OpenKeyAnswer("HTTP/1.1 400 Bad Request", request_, worker_, server_.public_key, "")
+                .error()
+                .kind,
+            ErrorKind::kNetwork);
+}
+
+TEST_F(KeyDeliveryTest, KeyIdIdentifiesWithoutRevealing) {
+  std::string id = MungeKeyId(secrets_.munge_key);
+  EXPECT_EQ(id.size(), 32u);
+  EXPECT_EQ(id, MungeKeyId(std::string(128, 'm')));
+  EXPECT_NE(id, MungeKeyId(std::string(128, 'n')));
+  EXPECT_EQ(id.find_first_not_of("0123456789abcdef"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace onehpc::slurm
