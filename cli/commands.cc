@@ -145,6 +145,21 @@ int CmdFollow(const CommonOptions& options) {
   return RunFollow(*context, sys.adapters);
 }
 
+int CmdRotateMungeKey(const CommonOptions& options) {
+  RealSystem sys(options.root);
+  RunLock lock(sys.files, /*wait=*/true);  // never beside a configure or a follow pass
+  if (!lock.held()) {
+    log::Error("rotate-munge-key: {}", lock.error());
+    return kExitFailed;
+  }
+  auto context = LoadForCommand(options, false);
+  if (!context) {
+    log::Error("rotate-munge-key: cannot read the VM's context: {}", context.error().message);
+    return ExitCodeFor(context.error().kind);
+  }
+  return RunRotateMungeKey(*context, sys.adapters);
+}
+
 int CmdConfigure(const CommonOptions& options, const std::string& entry, bool dry_run) {
   RealSystem sys(options.root);
   std::unique_ptr<RunLock> lock;

@@ -26,6 +26,8 @@ int CmdContext(const CommonOptions& options, bool json, bool show_secrets);
 int CmdReconcile(const CommonOptions& options);
 int CmdSelfDrain(const CommonOptions& options);
 int CmdFollow(const CommonOptions& options);
+/// A new munge key for the cluster (controller or portal).
+int CmdRotateMungeKey(const CommonOptions& options);
 /// One munge key request on the connection that is stdin (roles/slurm/key_delivery.h).
 int CmdKeyServe(const CommonOptions& options);
 /// Open OnDemand portal: first-login home of `user` (cli/ood_commands.cc).

@@ -126,6 +126,12 @@ int Main(int argc, char** argv) {
                                         "(ExecStop of oneslurm-self-drain.service)");
   add_common(self_drain, false);
 
+  auto* rotate = app.add_subcommand(
+      "rotate-munge-key",
+      "Slurm controller or portal: a new munge key for the cluster; every worker fetches it "
+      "within 30 s (its follow timer) and credentials of the old key are refused");
+  add_common(rotate, true);
+
   auto* key_serve =
       app.add_subcommand("key-serve",
                          "Slurm controller or portal: answer one worker's munge key request on "
@@ -212,6 +218,7 @@ int Main(int argc, char** argv) {
   if (*self_drain) return CmdSelfDrain(options);
   if (*follow) return CmdFollow(options);
   if (*key_serve) return CmdKeyServe(options);
+  if (*rotate) return CmdRotateMungeKey(options);
   if (*accounting_dump) return CmdAccountingDump(accounting);
   if (*accounting_restore) return CmdAccountingRestore(accounting);
   if (*home_create) {

@@ -187,30 +187,47 @@ ConfigureOutcome RunConfigure(const ConfigureRequest& request, SystemAdapters& s
   return outcome;
 }
 
-int RunFollow(const LoadedContext& context, SystemAdapters& sys) {
-  std::unique_ptr<OneGateClient> onegate;
+namespace {
+
+// A role's command outside configure: its own settings, OneGate, no status file, no READY.
+int RunRoleCommand(const LoadedContext& context, SystemAdapters& sys, const std::string& what,
+                   const RetryPolicy& retry,
+                   const std::function<Status(Role&, RoleEnv&)>& command) {
   auto config = OneGateConfig::FromContext(context);
   if (!config) {
-    log::Error("follow: OneGate is not available: {}", config.error().message);
+    log::Error("{}: OneGate is not available: {}", what, config.error().message);
     return ExitCodeFor(config.error().kind);
   }
-  // One short look per tick: the timer comes back.
-  config->retry = RetryPolicy::Once();
-  onegate = std::make_unique<OneGateClient>(*config, sys.http, sys.clock);
+  config->retry = retry;
+  auto onegate = std::make_unique<OneGateClient>(*config, sys.http, sys.clock);
   auto resolved = ResolveRole(context.vars, onegate.get(), nullptr, nullptr);
   if (!resolved) {
-    log::Error("follow: {}", resolved.error().message);
+    log::Error("{}: {}", what, resolved.error().message);
     return ExitCodeFor(resolved.error().kind);
   }
   Plan plan(PlanMode::kApply);
   plan.set_quiet_keeps(true);
   RoleEnv env = RoleEnv::From(context, resolved->settings, onegate.get(), sys, plan);
-  Status followed = resolved->role->Follow(env);
-  if (!followed) {
-    log::Error("follow: {}", followed.error().message);
-    return ExitCodeFor(followed.error().kind);
+  Status done = command(*resolved->role, env);
+  if (!done) {
+    log::Error("{}: {}", what, done.error().message);
+    return ExitCodeFor(done.error().kind);
   }
   return kExitOk;
+}
+
+}  // namespace
+
+int RunFollow(const LoadedContext& context, SystemAdapters& sys) {
+  // One short look per tick: the timer comes back.
+  return RunRoleCommand(context, sys, "follow", RetryPolicy::Once(),
+                        [](Role& role, RoleEnv& env) { return role.Follow(env); });
+}
+
+int RunRotateMungeKey(const LoadedContext& context, SystemAdapters& sys) {
+  RetryPolicy retry;  // the operator waits: the client's usual retries
+  return RunRoleCommand(context, sys, "rotate-munge-key", retry,
+                        [](Role& role, RoleEnv& env) { return role.RotateMungeKey(env); });
 }
 
 }  // namespace onehpc

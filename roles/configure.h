@@ -60,6 +60,9 @@ ConfigureOutcome RunConfigure(const ConfigureRequest& request, SystemAdapters& s
 /// failed pass is logged and the next timer tick tries again.
 int RunFollow(const LoadedContext& context, SystemAdapters& sys);
 
+/// `one-hpc rotate-munge-key`: Role::RotateMungeKey of this VM's role (controller or portal).
+int RunRotateMungeKey(const LoadedContext& context, SystemAdapters& sys);
+
 /// The one-line, OneGate-safe form of an error message for the ERROR attribute:
 /// , " \ [ ] and newlines replaced, at most 240 characters.
 std::string OneGateSafeMessage(const std::string& message);

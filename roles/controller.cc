@@ -34,6 +34,12 @@ class ControllerRole : public Role {
     if (!key) return Fail(key.error());
     return PublishController(env, *host, *addr, *key);
   }
+
+  Status RotateMungeKey(RoleEnv& env) override {
+    auto host = ControllerHostname(env.context.vars);
+    if (!host) return Fail(host.error());
+    return RotateControllerMungeKey(env, *host, "");
+  }
 };
 
 }  // namespace

@@ -71,6 +71,8 @@ inline constexpr char kSlurmdUnit[] = "slurmd.service";
 inline constexpr char kMungeUnit[] = "munge.service";
 inline constexpr char kSelfDrainUnit[] = "oneslurm-self-drain.service";
 inline constexpr char kReconcileTimer[] = "oneslurm-reconcile.timer";
+/// OneSlurm workers: `one-hpc follow` every 30 s (a rotated key, a replaced controller).
+inline constexpr char kFollowControllerTimer[] = "oneslurm-follow-controller.timer";
 /// The key server (one `one-hpc key-serve` per connection, Accept=yes).
 inline constexpr char kKeyServerSocket[] = "one-hpc-key-server.socket";
 

@@ -92,6 +92,20 @@ class PortalRole : public Role {
     std::vector<ood::ClusterYamlInput> clusters;
   };
 
+ public:
+  Status RotateMungeKey(RoleEnv& env) override {
+    auto in = CheckInputs(env);
+    if (!in) return Fail(in.error());
+    // The key's home is the state export: never write it into an empty mount point.
+    if (!env.files.Exists(StatePath("munge.key"))) {
+      return Fail(ErrorKind::kUnsafe, StatePath("munge.key") +
+                                          " is missing: the state export is not mounted, or the "
+                                          "portal was never configured");
+    }
+    return RotateControllerMungeKey(env, in->host, StatePath("munge.key"));
+  }
+
+ private:
   static Result<Inputs> CheckInputs(RoleEnv& env) {
     Inputs in;
     auto home = ood::HomeSourceFrom(env.settings);

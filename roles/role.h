@@ -89,6 +89,9 @@ class Role {
   /// One pass of `one-hpc follow` (a timer): re-reads what peers publish and converges to
   /// it, looking once and never waiting. Roles with nothing to follow refuse.
   virtual Status Follow(RoleEnv& env);
+  /// `one-hpc rotate-munge-key`: a new munge key for the whole cluster. Only the roles that
+  /// run slurmctld have one to rotate; the others refuse.
+  virtual Status RotateMungeKey(RoleEnv& env);
 };
 
 }  // namespace onehpc

@@ -1,5 +1,6 @@
 #include "roles/worker.h"
 
+#include "roles/ensure.h"
 #include "roles/names.h"
 #include "roles/slurm/join.h"
 
@@ -7,6 +8,8 @@ namespace onehpc {
 namespace {
 
 constexpr char kJoinTimeout[] = "ONEAPP_SLURM_JOIN_TIMEOUT";
+/// A follow pass waits less for the registration: the timer comes back in 30 s.
+constexpr Duration kFollowRegistrationTimeout{30000};
 
 class WorkerRole : public Role {
  public:
@@ -23,6 +26,25 @@ class WorkerRole : public Role {
     JoinSetup setup;
     setup.node_name = *name;
     setup.timeout = Duration(env.settings.GetInt(kJoinTimeout) * 1000);
+    auto joined = JoinSlurmCluster(env, setup);
+    if (!joined) return Fail(joined.error());
+    if (auto s = EnsureUnitEnabled(env, slurm::kFollowControllerTimer, "timers.target",
+                                   "follows a rotated munge key or a replaced controller");
+        !s) {
+      return s;
+    }
+    return EnsureUnitRunning(env, slurm::kFollowControllerTimer, false, "",
+                             "runs one-hpc follow every 30 s");
+  }
+
+  // One look at OneGate: a new munge key id (a rotation) or a new controller address.
+  Status Follow(RoleEnv& env) override {
+    auto name = WorkerNodeName(env.context.vars);
+    if (!name) return Fail(name.error());
+    JoinSetup setup;
+    setup.node_name = *name;
+    setup.timeout = kFollowRegistrationTimeout;
+    setup.once = true;
     auto joined = JoinSlurmCluster(env, setup);
     if (!joined) return Fail(joined.error());
     return Ok();

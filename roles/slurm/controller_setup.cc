@@ -268,6 +268,36 @@ Status PublishController(RoleEnv& env, const std::string& host, const std::strin
   return Ok();
 }
 
+Status RotateControllerMungeKey(RoleEnv& env, const std::string& host,
+                                const std::string& shared_munge_key) {
+  if (!env.files.Exists(slurm::kSlurmConfPath) || !env.files.Exists(slurm::kMungeKeyPath)) {
+    return Fail(ErrorKind::kInvalidInput, "this VM runs no Slurm controller yet (no " +
+                                              std::string(slurm::kSlurmConfPath) + " or " +
+                                              slurm::kMungeKeyPath + "): configure it first");
+  }
+  if (env.onegate == nullptr) {
+    return Fail(ErrorKind::kInvalidInput,
+                "the workers learn of a new key through OneGate: set TOKEN=YES in CONTEXT");
+  }
+  auto key = slurm::WriteNewMungeKey(env, shared_munge_key);
+  if (!key) return Fail(key.error());
+  if (auto s = slurm::EnsureMungeRunning(env, true); !s) return s;
+  if (auto s = EnsureUnitRunning(env, slurm::kSlurmctldUnit, true, "the munge key changed",
+                                 "the Slurm controller daemon");
+      !s) {
+    return s;
+  }
+  if (!env.plan.dry_run()) {
+    if (auto s = WaitForSlurmctld(env, host); !s) return s;
+  }
+  const std::string id = env.plan.dry_run() ? "<new>" : slurm::MungeKeyId(key->key);
+  return env.plan.Do("publish " + std::string(slurm::kAttrMungeKeyId) + "=" + id,
+                     "every worker's follow timer (30 s) fetches the new key from the key server",
+                     [&] {
+                       return env.onegate->UpdateVm({{slurm::kAttrMungeKeyId, id}});
+                     });
+}
+
 SettingSpec MaxNodesSetting(const std::string& role) {
   SettingSpec max_nodes;
   max_nodes.name = kMaxNodesSetting;

@@ -21,6 +21,14 @@ inline constexpr char kMaxNodesSetting[] = "ONEAPP_SLURM_MAX_NODES";
 /// The MaxNodeCount setting for `role` (the controller, or the portal).
 SettingSpec MaxNodesSetting(const std::string& role);
 
+/// `one-hpc rotate-munge-key` on the controller or portal: a new key (WriteNewMungeKey),
+/// munged and slurmctld restarted (running jobs go on; slurmd resends), the new key's id
+/// published. Every worker's follow timer then sees a key that is not current, fetches the new
+/// one from the key server and restarts munged and slurmd; until then it cannot talk to
+/// slurmctld (credentials made with the old key are refused).
+Status RotateControllerMungeKey(RoleEnv& env, const std::string& host,
+                                const std::string& shared_munge_key);
+
 /// How a VM runs slurmctld.
 struct ControllerSetup {
   std::string host;  ///< short host name (SlurmctldHost)

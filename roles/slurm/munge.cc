@@ -137,6 +137,31 @@ Result<MungeKeyState> EnsureSharedMungeKey(RoleEnv& env, const std::string& shar
   return InstallMungeKey(env, *key);
 }
 
+Result<MungeKeyState> WriteNewMungeKey(RoleEnv& env, const std::string& shared_path) {
+  MungeKeyState state{"", true};
+  if (!env.plan.dry_run()) {
+    auto key = RandomBytes(kMungeKeyBytes);
+    if (!key) return Fail(key.error());
+    state.key = *key;
+    log::AddSecret(Base64Encode(state.key));
+  }
+  std::string where =
+      shared_path.empty() ? std::string(kMungeKeyPath) : shared_path + " and " + kMungeKeyPath;
+  auto s = env.plan.Do("write a new munge key to " + where, "the operator rotates the key",
+                       [&]() -> Status {
+                         if (!shared_path.empty()) {
+                           // The export first: a crash in between leaves the new key where
+                           // the next configure installs it from.
+                           if (auto w = env.files.WriteAtomic(shared_path, state.key, 0400); !w) {
+                             return w;
+                           }
+                         }
+                         return env.files.WriteAtomic(kMungeKeyPath, state.key, 0400, kMungeOwner);
+                       });
+  if (!s) return Fail(s.error());
+  return state;
+}
+
 Status EnsureMungeRunning(RoleEnv& env, bool changed) {
   if (auto s = EnsureUnitEnabled(env, kMungeUnit, "multi-user.target",
                                  "Slurm authenticates every message with munge");

@@ -44,6 +44,11 @@ Result<MungeKeyState> InstallMungeKey(RoleEnv& env, const std::string& key);
 /// (never replaced automatically).
 Result<MungeKeyState> EnsureSharedMungeKey(RoleEnv& env, const std::string& shared_path);
 
+/// Rotation: a new random key, written atomically where the cluster keeps it (`shared_path`
+/// first when it is not "", then /etc/munge/munge.key, 0400 munge:munge). Old credentials stop
+/// working as soon as munged restarts with it.
+Result<MungeKeyState> WriteNewMungeKey(RoleEnv& env, const std::string& shared_path);
+
 /// munge.service enabled and running; restarted (--no-block, then waited for) when `changed`;
 /// in apply mode checked with `munge -n` piped (through memory) into `unmunge`.
 Status EnsureMungeRunning(RoleEnv& env, bool changed);

@@ -182,7 +182,7 @@ class KeyDeliveryTest : public ::testing::Test {
     httplib::Client http(sim_.Endpoint());
     for (const auto& vm : {controller_, worker_, outsider_}) {
       httplib::Headers h{{"X-ONEGATE-TOKEN", vm.token}, {"X-ONEGATE-VMID", std::to_string(vm.id)}};
-      for (const std::string path :
+      for (const std::string& path :
            {std::string("/vm"), std::string("/service"), std::string("/service?extended=true"),
             "/vms/" + std::to_string(controller_.id), "/vms/" + std::to_string(worker_.id)}) {
         if (auto r = http.Get(path, h)) docs.push_back(r->body);

@@ -11,7 +11,9 @@
 #      one-context: the context exists only on the CD;
 #   4. checks: each VM publishes READY=YES (not ERROR); both workers are idle in the
 #      controller's sinfo and `srun -N2 hostname` runs on both; the munge key each worker got
-#      from the controller's key server is in no OneGate document and on no CONTEXT CD; on the CD-only worker
+#      from the controller's key server is in no OneGate document and on no CONTEXT CD;
+#      `one-hpc rotate-munge-key` on the controller: both workers have the new key within
+#      100 s (their follow timer), a credential of the old key is refused, srun runs again; on the CD-only worker
 #      `one-hpc follow` and `one-hpc storage-refresh` load the context from the CD (no exit 3),
 #      and the shipped reconcile timer does too on the controller;
 #   5. hard kill: a worker's qemu gets SIGKILL while a job runs there and the VM leaves the
@@ -106,6 +108,29 @@ fetch=$(vm_ssh worker1 "journalctl -o short-unix --no-pager -u one-hpc-configure
 vm_result worker1_key_fetch_seconds "${fetch:-?}"
 log "worker1: the munge key request took ${fetch:-?} s"
 
+# ---- 4c. rotation: a new key; both workers follow (timer, 30 s); old credentials refused -------
+old_cred=$(vm_ssh worker1 'munge -n' 2>/dev/null)
+out=$(ctl 'one-hpc rotate-munge-key 2>&1; echo "exit=$?"')
+if grep -q '^exit=0$' <<<"$out"; then pass "one-hpc rotate-munge-key on the controller (exit 0)"; else
+    fail "one-hpc rotate-munge-key on the controller" "$(tail -n 8 <<<"$out")"
+fi
+ckey=$(ctl 'sha256sum /etc/munge/munge.key' | cut -d' ' -f1)
+same_key() { [ "$(vm_ssh "$1" 'sha256sum /etc/munge/munge.key' 2>/dev/null | cut -d' ' -f1)" = "$ckey" ]; }
+for w in worker1 worker2; do
+    if wait_until 100 same_key "$w"; then pass "$w has the rotated key ${waited} s after the rotation (its follow timer)"; else
+        fail "$w has the rotated key within 100 s" "$(vm_ssh "$w" 'journalctl -u oneslurm-follow-controller.service -o cat --no-pager | tail -n 8')"
+    fi
+done
+if [ -n "$old_cred" ] && ! ctl "unmunge <<< '$old_cred'" >/dev/null 2>&1; then
+    pass "the controller refuses a credential made with the old key"
+else fail "the controller refuses a credential made with the old key" "credential: ${old_cred:0:20}..."; fi
+node_idle() { [ "$(ctl sinfo -h -N -n "${wnode[$1]}" -o %t 2>/dev/null | head -n1)" = idle ]; }
+wait_until 90 node_idle worker1; wait_until 90 node_idle worker2
+out=$(ctl timeout 100 srun -N2 hostname 2>&1 | sort)
+if [ "$out" = "$expected" ]; then pass "after the rotation srun -N2 hostname runs on both nodes"; else
+    fail "after the rotation srun -N2 hostname runs on both nodes" "got: $out; sinfo: $(ctl sinfo -N 2>&1)"
+fi
+
 # ---- 5. the timers' commands find the CD-only context --------------------------------------------
 # The image has no one-context: no context.sh.network, no /context/. Run the commands that
 # timers run; they may fail later (a OneSlurm worker is not an Open OnDemand VM), but they must
@@ -117,9 +142,8 @@ fi
 for cmd in follow storage-refresh; do
     out=$(vm_ssh worker1 "one-hpc $cmd 2>&1; echo \"exit=\$?\"")
     rc=$(sed -n 's/^exit=//p' <<<"$out" | tail -n1)
-    # On a OneSlurm worker both then exit 3 for their own reason (follow: "role worker has
-    # nothing to follow"; storage-refresh: no storage-exports.json): the exit code proves
-    # nothing here, the log lines do.
+    # On a OneSlurm worker follow runs a pass and storage-refresh exits 3 for its own reason
+    # (no storage-exports.json): the exit code proves nothing here, the log lines do.
     if grep -q 'loaded from the context CD-ROM' <<<"$out" &&
        ! grep -q "no context found\|cannot read the VM's context" <<<"$out"; then
         pass "one-hpc $cmd on the CD-only worker loads the context from the CD-ROM (exit $rc)"

@@ -257,6 +257,17 @@ else fail "the workers follow the new portal: both idle in its sinfo" "$(P 'sinf
 out=$(as_alice "timeout 120 srun -N2 -D /home/alice id -un" 2>&1 | paste -sd' ')
 if [ "$out" = "alice alice" ]; then pass "srun -N2 as alice from the new portal"; else
     fail "srun -N2 as alice from the new portal" "$out"; fi
+# The munge key: boxed for each worker by the portal's key server, never published (the first
+# portal and the new one, every worker, every CONTEXT CD so far).
+vm_check_key_secret "$PORTAL"
+for w in w1 w2; do
+    if [ "$(vm_ssh "$w" 'sha256sum /etc/munge/munge.key' | cut -d' ' -f1)" = "$key_before" ]; then
+        pass "$w: the portal's munge key (from its key server)"
+    else fail "$w: the portal's munge key (from its key server)"; fi
+done
+served=$(P "journalctl -o cat --no-pager -u 'one-hpc-key-server@*' | grep -c 'sent the munge key, boxed for VM'" 2>/dev/null)
+if [ "$served" = 0 ]; then pass "the new portal's key server had nothing to send (the workers' keys have the published id)"
+else fail "the new portal's key server had nothing to send" "$served answers"; fi
 
 # ---- 7. the storage VM re-created with the same home disk ---------------------------------------
 sums_before=$(tree_sums storage /export/home)

@@ -177,6 +177,40 @@ TEST_F(ControllerTest, TheClearKeyOfAnEarlierVersionIsErased) {
   EXPECT_TRUE(again->Changes().empty()) << again->plan.Render();
 }
 
+TEST_F(ControllerTest, RotationMakesANewKeyAndPublishesItsId) {
+  {
+    RoleRun early(m_, *role_, vars_, onegate_.get());
+    auto refused = role_->RotateMungeKey(*early.env);
+    ASSERT_FALSE(refused);  // nothing to rotate before the first configure
+    EXPECT_NE(refused.error().message.find("configure it first"), std::string::npos);
+  }
+  auto first = Configure();
+  PublishWithReady(*first);
+  std::string old_key = m_.Read("/etc/munge/munge.key");
+  log::Capture logs;
+  RoleRun run(m_, *role_, vars_, onegate_.get());
+  size_t before = m_.runner.commands().size();
+  auto s = role_->RotateMungeKey(*run.env);
+  ASSERT_TRUE(s) << s.error().message << "\n" << run.plan.Render();
+  std::string new_key = m_.Read("/etc/munge/munge.key");
+  EXPECT_EQ(new_key.size(), 128u);
+  EXPECT_NE(new_key, old_key);
+  EXPECT_TRUE(m_.Exists("/etc/munge/one-hpc-key-generated"));  // still ours: kept at reboots
+  EXPECT_EQ(sim_.UserAttr(vm_.id, "SLURM_MUNGE_KEY_ID"), slurm::MungeKeyId(new_key));
+  std::vector<std::string> after;
+  for (size_t i = before; i < m_.runner.commands().size(); ++i) {
+    std::string a = m_.runner.Argvs()[i];
+    if (a.rfind("systemctl is-active", 0) != 0) after.push_back(a);
+  }
+  EXPECT_EQ(after, (std::vector<std::string>{
+                       "systemctl --no-block restart munge.service", "munge -n", "unmunge",
+                       "systemctl --no-block restart slurmctld.service", "scontrol ping"}));
+  EXPECT_FALSE(logs.Contains(Base64Encode(new_key)));
+  // The next configure keeps the new key.
+  auto again = Configure();
+  EXPECT_EQ(m_.Read("/etc/munge/munge.key"), new_key);
+}
+
 TEST_F(ControllerTest, RerunKeepsEverything) {
   auto first = Configure();
   PublishWithReady(*first);

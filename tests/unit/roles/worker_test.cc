@@ -197,6 +197,29 @@ TEST_F(WorkerTest, RotatedKeyIsInstalledAndDaemonsRestarted) {
   EXPECT_TRUE(Has(changes, "restart slurmd.service (--no-block)"));
 }
 
+TEST_F(WorkerTest, FollowFetchesARotatedKeyAndOtherwiseAsksNothing) {
+  auto first = RunOk();
+  EXPECT_TRUE(Has(first->Changes(), "enable oneslurm-follow-controller.timer"));
+  {
+    RoleRun idle(m_, *role_, vars_, onegate_.get(), PlanMode::kApply, keys_.get());
+    ASSERT_TRUE(role_->Follow(*idle.env));
+    EXPECT_TRUE(idle.Changes().empty()) << idle.plan.Render();
+    EXPECT_EQ(keys_->requests, 1);
+  }
+  std::string new_key(128, 'r');
+  keys_->Rotate(new_key);
+  const int sleeps = m_.clock.sleeps();
+  RoleRun follow(m_, *role_, vars_, onegate_.get(), PlanMode::kApply, keys_.get());
+  auto s = role_->Follow(*follow.env);
+  ASSERT_TRUE(s) << s.error().message << "\n" << follow.plan.Render();
+  EXPECT_EQ(m_.Read("/etc/munge/munge.key"), new_key);
+  EXPECT_EQ(keys_->requests, 2);
+  auto changes = follow.Changes();
+  EXPECT_TRUE(Has(changes, "restart munge.service (--no-block)"));
+  EXPECT_TRUE(Has(changes, "restart slurmd.service (--no-block)"));
+  EXPECT_EQ(m_.clock.sleeps(), sleeps);  // a follow pass never waits for the controller
+}
+
 TEST_F(WorkerTest, WaitsForTheControllerWithBackoff) {
   ASSERT_TRUE(sim_.EraseUserAttr(controller_.id, "READY"));
   hook_.hook = [this](int n) {
