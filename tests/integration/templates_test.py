@@ -422,10 +422,11 @@ def check_ood(doc):
     inputs = doc.get("user_inputs", {})
     for n in ("ONEAPP_HOME_NFS_ENABLED", "ONEAPP_HOME_NFS_SERVER", "ONEAPP_HOME_NFS_EXPORT"):
         want[f"wizard input {n}"] = n in inputs
-    # The users' passwords: never a service input (it would reach the storage VM too).
+    # The users' passwords: the portal's input only, never in a storage or worker VM.
     users = "ONEAPP_AUTH_LOCAL_USERS"
-    want[f"{users} not a service input"] = users not in inputs and any(
-        users in r.get("user_inputs", {}) for r in roles.values())
+    want[f"{users} an input of the portal role only"] = (
+        users not in inputs and
+        [r["name"] for r in roles.values() if users in r.get("user_inputs", {})] == ["portal"])
     for r in roles.values():
         want[f"{r['name']}: ONEAPP_ROLE wired"] = bool(
             r.get("template_contents", {}).get("ONEAPP_ROLE"))

@@ -98,8 +98,9 @@ home_uuid=$(vm_ssh storage 'blkid -s UUID -o value /dev/vdb')
 vm_start portal open-ondemand portal "$PORTAL_IP" 2048 "" "ONEAPP_NFS_HOST=$STO_IP" \
     "ONEAPP_AUTH_LOCAL_USERS=$USERS" || vm_report
 for w in w1 w2; do
-    vm_new "$w" open-ondemand worker "${wip[$w]}" "ONEAPP_NFS_HOST=$STO_IP" \
-        "ONEAPP_AUTH_LOCAL_USERS=$USERS" || vm_report
+    # No ONEAPP_AUTH_LOCAL_USERS: the portal's only (a worker refuses it); the workers take the
+    # users from the portal's OOD_USERS.
+    vm_new "$w" open-ondemand worker "${wip[$w]}" "ONEAPP_NFS_HOST=$STO_IP" || vm_report
     log "booting $w (ood-worker, VM ${vm_id[$w]}, ${wip[$w]})"
     vm_boot "$w" 1536
 done

@@ -93,7 +93,23 @@ TEST_F(PortalPlanTest, BadUserListFailsBeforeAnyChangeAndNeverShowsThePassword) 
   EXPECT_TRUE(run->plan.actions().empty()) << run->plan.Render();
 }
 
+// The worker takes the users from the portal's OOD_USERS: it neither declares nor reads nor
+// validates ONEAPP_AUTH_LOCAL_USERS (the dispatcher refuses it before the role runs, see
+// RefuseSecretsOfOtherRoles).
+TEST_F(PortalPlanTest, WorkerNeitherReadsNorValidatesTheUsersList) {
+  auto role = MakeOodWorkerRole();
+  for (const auto& spec : role->Settings()) EXPECT_NE(spec.name, ood::kLocalUsersVar);
+  vars_[ood::kLocalUsersVar] = "root:x";  // would be refused by the portal
+  auto run = std::make_unique<RoleRun>(m_, *role, vars_, nullptr, PlanMode::kDryRun);
+  Status s = role->Configure(*run->env);
+  ASSERT_FALSE(s);
+  EXPECT_THAT(s.error().message, HasSubstr("TOKEN=YES"));  // as far as without the variable
+  EXPECT_THAT(s.error().message, Not(HasSubstr(ood::kLocalUsersVar)));
+  EXPECT_THAT(run->plan.Render(), HasSubstr("mount 10.0.1.5:/export/home on /home"));
+}
+
 TEST_F(PortalPlanTest, WorkerMountsHomesAndSoftwareButNotTheState) {
+  vars_.erase(ood::kLocalUsersVar);  // the portal's only
   auto role = MakeOodWorkerRole();
   auto run = std::make_unique<RoleRun>(m_, *role, vars_, nullptr, PlanMode::kDryRun);
   Status s = role->Configure(*run->env);

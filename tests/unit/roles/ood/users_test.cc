@@ -194,15 +194,19 @@ TEST_F(LocalUsersTest, EveryProblemIsReportedOnItsOwnLine) {
   EXPECT_EQ(std::count(error.begin(), error.end(), '\n'), 2) << error;
 }
 
-TEST(OodSettingsTest, LocalUsersAreASecretSettingEverywhere) {
+TEST(OodSettingsTest, LocalUsersAreAPortalOnlySecret) {
   bool found = false;
   for (const auto& spec : AllSettings()) {
     if (spec.name != kLocalUsersVar) continue;
     found = true;
     EXPECT_TRUE(spec.secret);
-    EXPECT_EQ(spec.roles, (std::vector<std::string>{"portal", "ood-worker"}));
+    EXPECT_EQ(spec.roles, (std::vector<std::string>{"portal"}));
+    // The README's table and the templates say so.
+    EXPECT_THAT(SettingsMarkdownTable({spec}),
+                HasSubstr("| `ONEAPP_AUTH_LOCAL_USERS` | portal | string |"));
   }
   EXPECT_TRUE(found);
+  for (const auto& spec : OodWorkerSettings()) EXPECT_NE(spec.name, kLocalUsersVar);
   ContextVars vars = {{kLocalUsersVar, "alice:Wonderland-42"}, {kNfsHost, "10.0.1.5"}};
   auto settings = Settings::Resolve(PortalSettings(), vars);
   ASSERT_TRUE(settings) << settings.error().message;
