@@ -15,10 +15,14 @@ std::vector<SettingSpec> PortalSettings() {
   users.name = kLocalUsersVar;
   users.type = SettingType::kString;
   users.secret = true;  // holds passwords: masked by `one-hpc context`/`settings`, redacted
+  // No '$' in the text: the templates generator refuses it (a template variable reference).
   users.description =
       "Portal users, space-separated name:password or name:password:uid (uid 1000-60000, "
-      "default the next free from 10001); passwords of 8+ characters without ':' or spaces. "
-      "Portal only: the storage VM and the workers refuse to start with it in their context.";
+      "default the next free from 10001); a password is 8+ characters without ':' or spaces, "
+      "or a yescrypt or SHA-512 crypt hash (mkpasswd -m yescrypt, openssl passwd -6) installed "
+      "as it is, so that no clear text travels (a password starting with a dollar sign must be "
+      "such a hash). Portal only: the storage VM and the workers refuse to start with it in "
+      "their context.";
   // The portal only: a VM of another role of the service that finds it refuses to start
   // (RefuseSecretsOfOtherRoles), so that the passwords never sit in the workers' context.
   users.roles = {kPortalRole};
