@@ -40,6 +40,9 @@ Result<ResolvedRole> ResolveRole(
   if (chosen != nullptr) *chosen = choice->name;
   std::unique_ptr<Role> role = make_role ? make_role(choice->name) : MakeRole(choice->name);
   if (!role) return Fail(UnknownRoleError(*choice));
+  if (auto refused = RefuseSecretsOfOtherRoles(*role, vars); !refused) {
+    return Fail(refused.error());
+  }
   auto settings = Settings::Resolve(SettingsFor(*role), vars);
   if (!settings) return Fail(settings.error());
   return ResolvedRole{std::move(role), std::move(*settings), choice->source};

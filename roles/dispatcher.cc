@@ -1,6 +1,9 @@
 #include "roles/dispatcher.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <cctype>
 #include <map>
 
 #include "common/log.h"
@@ -105,6 +108,42 @@ std::vector<SettingSpec> AllSettings() {
     }
   }
   return merged;
+}
+
+Status RefuseSecretsOfOtherRoles(const Role& role, const ContextVars& vars) {
+  std::vector<std::string> same_service;
+  for (const auto& r : AllRoles()) {
+    if (r->Service() == role.Service()) same_service.push_back(r->Name());
+  }
+  auto has = [](const std::vector<std::string>& list, const std::string& item) {
+    return std::find(list.begin(), list.end(), item) != list.end();
+  };
+  std::vector<std::string> problems;
+  for (const auto& spec : AllSettings()) {
+    if (!spec.secret && spec.type != SettingType::kPassword) continue;
+    if (has(spec.roles, role.Name())) continue;
+    std::vector<std::string> owners;
+    for (const auto& r : spec.roles) {
+      if (has(same_service, r)) owners.push_back(r);
+    }
+    if (owners.empty()) continue;  // another service's secret: not ours to judge
+    auto it = vars.find(spec.name);
+    if (it == vars.end()) continue;
+    const std::string& value = it->second;
+    if (std::all_of(value.begin(), value.end(), [](unsigned char c) { return std::isspace(c); })) {
+      continue;  // blank: what OpenNebula sends for an input nobody filled in
+    }
+    log::AddSecret(value);
+    const std::string to = Join(owners, " and ") + (owners.size() > 1 ? " roles" : " role");
+    // Short enough for the one-line ERROR published through OneGate (240 characters).
+    problems.push_back(fmt::format(
+        "{0} is set in this {1} VM's context but belongs to the {2} only (value not shown): "
+        "remove it from the {1} role's context (an input of the {2} alone, not of the service) "
+        "and reconfigure",
+        spec.name, role.Name(), to));
+  }
+  if (problems.empty()) return Ok();
+  return Fail(ErrorKind::kInvalidInput, Join(problems, "\n"));
 }
 
 std::unique_ptr<Role> MakeRole(const std::string& name) {

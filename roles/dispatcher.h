@@ -42,6 +42,14 @@ Result<RoleChoice> ChooseRole(const ContextVars& vars, OneGateClient* onegate);
 /// The error for a role name no module answers to (lists the known ones).
 Error UnknownRoleError(const RoleChoice& choice);
 
+/// A VM of one role must never hold another role's secret: for every secret setting
+/// (AllSettings(): `secret` or kPassword) that some role of `role`'s service reads and `role`
+/// does not, a non-blank value in `vars` is refused (kInvalidInput), e.g.
+/// ONEAPP_AUTH_LOCAL_USERS, the portal's passwords, on the storage VM or a worker. The error
+/// names the variable, the roles it belongs to and what to do, never the value (registered
+/// with log::AddSecret). Configure, plan and follow run it before the settings are read.
+Status RefuseSecretsOfOtherRoles(const Role& role, const ContextVars& vars);
+
 /// The role module named `name`, or nullptr.
 std::unique_ptr<Role> MakeRole(const std::string& name);
 

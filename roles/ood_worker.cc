@@ -29,11 +29,6 @@ class OodWorkerRole : public Role {
   Status Configure(RoleEnv& env) override {
     auto home = ood::HomeSourceFrom(env.settings);
     if (!home) return Fail(home.error());
-    // Validated like on the portal (one list for the whole service), although the worker
-    // takes the names and uids the portal publishes and never sets a password.
-    if (auto users = ood::ParseLocalUsers(env.settings.GetString(ood::kLocalUsersVar)); !users) {
-      return Fail(users.error());
-    }
     auto name = OodWorkerNodeName(env.context.vars);
     if (!name) return Fail(name.error());
     const std::string nfs_host = env.settings.GetString(ood::kNfsHost);

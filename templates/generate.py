@@ -156,10 +156,28 @@ class Service:
         program = role.get("program_role", role["name"])
         return [s["name"] for s in self.settings if program in s.get("roles", [])]
 
+    def readers(self, name):
+        """Names of the service roles whose program role reads setting `name`."""
+        return [r["name"] for r in self.roles if name in self.reads(r)]
+
+    def role_only_secrets(self):
+        """Secret settings that some roles of the service do not read.
+
+        A service input reaches the CONTEXT of every role, and the one VM template serves every
+        role: such a secret is a user input of each role that reads it, nowhere else (OneFlow
+        7.x puts a role's user inputs into that role's CONTEXT itself).
+        """
+        fixed = set(self.context)
+        wiring = set(self.wiring_names())
+        return [s["name"] for s in self.settings
+                if is_secret(s) and s["name"] not in fixed and s["name"] not in wiring
+                and len(self.readers(s["name"])) < len(self.roles)]
+
     def inputs(self):
         """(service inputs, {role name: role inputs}) as ordered name lists."""
         fixed = set(self.context)
         wiring = set(self.wiring_names())
+        secrets = set(self.role_only_secrets())
         scope = self.desc.get("input_scope", "auto")
         if scope not in ("auto", "service"):
             raise GenerateError(f"{self.id}: input_scope must be 'auto' or 'service'")
@@ -168,8 +186,11 @@ class Service:
             name = s["name"]
             if name in fixed or name in wiring:
                 continue
-            readers = [r["name"] for r in self.roles if name in self.reads(r)]
-            if scope == "service" or len(readers) == len(self.roles) or len(readers) > 1:
+            readers = self.readers(name)
+            if name in secrets:
+                for r in readers:
+                    role_inputs[r].append(name)
+            elif scope == "service" or len(readers) == len(self.roles) or len(readers) > 1:
                 service_inputs.append(name)
             else:
                 role_inputs[readers[0]].append(name)
@@ -196,6 +217,11 @@ def normalise_bool(name, value):
     raise GenerateError(f"{name}: boolean default {value!r} is not YES or NO")
 
 
+def is_secret(s):
+    """A setting whose value is a secret (passwords): offered as a `password` input."""
+    return s["type"] == "password" or bool(s.get("secret"))
+
+
 def input_spec(s):
     """The OpenNebula user input string `M|type|description|params|default` of a setting."""
     name, kind, default = s["name"], s["type"], s.get("default", "")
@@ -209,7 +235,7 @@ def input_spec(s):
             itype, params = "range", f"{lo}..{hi}"
         else:
             itype = "number"
-    elif kind == "password" or (kind == "string" and s.get("secret")):
+    elif kind == "password" or (kind == "string" and is_secret(s)):
         itype = "password"
     elif kind == "text64":
         itype = "text64"
@@ -297,7 +323,11 @@ def vm_template(svc):
     image = svc.desc["image"]
     fixed = svc.context
     wiring = svc.wiring_names()
-    inputs = [s["name"] for s in svc.settings if s["name"] not in fixed and s["name"] not in wiring]
+    # A secret that not every role reads is left out (see Service.role_only_secrets): the
+    # roles that read it get it from their own user inputs.
+    role_only = set(svc.role_only_secrets())
+    inputs = [s["name"] for s in svc.settings
+              if s["name"] not in fixed and s["name"] not in wiring and s["name"] not in role_only]
     out = []
     note = GENERATED_NOTE.format(id=svc.id)
     out.append("# " + note + "\n")

@@ -188,6 +188,14 @@ bool PasswordMatches(const std::string& password, const std::string& hash) {
   return ok;
 }
 
+// The chpasswd stdin of one run: "name:password\n" lines, the secrets in them, and why.
+struct PasswordBatch {
+  std::string input;
+  std::vector<std::string> secrets;
+  std::vector<std::string> who;
+  std::vector<std::string> why;
+};
+
 bool UnderRoot(const Files& files) { return !files.root().empty() && files.root() != "/"; }
 
 // --prefix DIR for groupadd/useradd/usermod under a root prefix (they edit DIR/etc/*
@@ -491,9 +499,7 @@ Status EnsureLocalAccounts(RoleEnv& env, const std::vector<LocalUser>& users, Ac
   }
 
   // 2. The listed accounts: fields, expiry, password lock; then the passwords.
-  std::string chpasswd_input;
-  std::vector<std::string> secrets;
-  std::vector<std::string> password_why;
+  PasswordBatch clear, hashed;
   for (const auto& u : users) {
     const std::string who = Who(u.name, u.uid);
     auto p = db->users.find(u.name);
@@ -529,7 +535,10 @@ Status EnsureLocalAccounts(RoleEnv& env, const std::vector<LocalUser>& users, Ac
     const bool locked = !sh.hash.empty() && sh.hash[0] == '!';
     bool set_password = false;
     if (portal) {
-      const bool verifies = PasswordMatches(u.password, locked ? sh.hash.substr(1) : sh.hash);
+      const std::string current = locked ? sh.hash.substr(1) : sh.hash;
+      // A given hash is installed as it is: it is current when it is the very same text.
+      const bool verifies =
+          u.password_is_hash ? current == u.password : PasswordMatches(u.password, current);
       if (locked && verifies) {
         opts.push_back("--unlock");
         reasons.push_back("password locked");
@@ -550,24 +559,37 @@ Status EnsureLocalAccounts(RoleEnv& env, const std::vector<LocalUser>& users, Ac
       changed.push_back(who);
     }
     if (set_password) {
-      chpasswd_input += u.name + ":" + u.password + "\n";
-      secrets.push_back(u.password);
+      PasswordBatch& batch = u.password_is_hash ? hashed : clear;
+      batch.input += u.name + ":" + u.password + "\n";
+      batch.secrets.push_back(u.password);
+      batch.who.push_back(who);
+      std::string why = "no password yet";
+      if (sh.hash != "!" && !sh.hash.empty()) {
+        why = u.password_is_hash ? "the current hash is not the hash in " + var
+                                 : "the current hash does not verify the password in " + var;
+      }
+      batch.why.push_back(u.name + ": " + why);
       passwords.push_back(who);
-      password_why.push_back(fmt::format("{}: {}", u.name,
-                                         sh.hash == "!" || sh.hash.empty()
-                                             ? "no password yet"
-                                             : "the current hash does not verify the password "
-                                               "in " +
-                                                   var));
     }
   }
-  if (!chpasswd_input.empty()) {
-    std::vector<std::string> argv = {"chpasswd", "--crypt-method", "YESCRYPT"};
-    if (UnderRoot(env.files)) argv.insert(argv.begin() + 1, {"--root", env.files.root()});
-    auto s = env.plan.Do(
-        fmt::format("set the password of {} (chpasswd, on stdin)", JoinComma(passwords)),
-        JoinComma(password_why), [&]() { return RunTool(env, argv, chpasswd_input, secrets); });
-    explicit_bzero(chpasswd_input.data(), chpasswd_input.size());
+  // Clear-text passwords are hashed by chpasswd (yescrypt); given hashes are installed as
+  // they are (--encrypted). Both on stdin only.
+  for (PasswordBatch* batch : {&clear, &hashed}) {
+    if (batch->input.empty()) continue;
+    const bool encrypted = batch == &hashed;
+    std::vector<std::string> argv = {"chpasswd"};
+    if (UnderRoot(env.files)) argv.insert(argv.end(), {"--root", env.files.root()});
+    if (encrypted) {
+      argv.push_back("--encrypted");
+    } else {
+      argv.insert(argv.end(), {"--crypt-method", "YESCRYPT"});
+    }
+    auto s = env.plan.Do(fmt::format("set the {} of {} (chpasswd{}, on stdin)",
+                                     encrypted ? "given password hash" : "password",
+                                     JoinComma(batch->who), encrypted ? " --encrypted" : ""),
+                         JoinComma(batch->why),
+                         [&]() { return RunTool(env, argv, batch->input, batch->secrets); });
+    explicit_bzero(batch->input.data(), batch->input.size());
     if (!s) return s;
   }
 

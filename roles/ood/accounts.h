@@ -26,12 +26,15 @@
 // useradd and usermod get `--prefix DIR`; chpasswd has no --prefix in 4.13, so it gets
 // `--root DIR` (a chroot, where PAM cannot run). chpasswd therefore always hashes the
 // password itself with `--crypt-method YESCRYPT` (Debian 12's default method) instead of
-// going through PAM, on the real root too: one code path everywhere. The password travels
-// on chpasswd's stdin only ("name:password\n"), never on a command line or in a log line.
+// going through PAM, on the real root too: one code path everywhere. A password given as a
+// hash (LocalUser::password_is_hash: yescrypt or SHA-512 crypt) goes to a second run,
+// `chpasswd --encrypted`, which stores it as it is. The password or hash travels on
+// chpasswd's stdin only ("name:password\n"), never on a command line or in a log line.
 //
 // Idempotent: the current hash is read from <root>/etc/shadow and checked with crypt_r(3)
-// (libxcrypt); a password is set only when the hash does not verify it. A second run with
-// the same list runs no command and writes nothing.
+// (libxcrypt), or compared with a given hash as text; a password is set only when the hash
+// does not verify it (is not the given one). A second run with the same list runs no command
+// and writes nothing.
 #ifndef ONEHPC_ROLES_OOD_ACCOUNTS_H_
 #define ONEHPC_ROLES_OOD_ACCOUNTS_H_
 

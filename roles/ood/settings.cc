@@ -15,10 +15,17 @@ std::vector<SettingSpec> PortalSettings() {
   users.name = kLocalUsersVar;
   users.type = SettingType::kString;
   users.secret = true;  // holds passwords: masked by `one-hpc context`/`settings`, redacted
+  // No '$' in the text: the templates generator refuses it (a template variable reference).
   users.description =
       "Portal users, space-separated name:password or name:password:uid (uid 1000-60000, "
-      "default the next free from 10001); passwords of 8+ characters without ':' or spaces.";
-  users.roles = {kPortalRole, kWorkerRole};
+      "default the next free from 10001); a password is 8+ characters without ':' or spaces, "
+      "or a yescrypt or SHA-512 crypt hash (mkpasswd -m yescrypt, openssl passwd -6) installed "
+      "as it is, so that no clear text travels (a password starting with a dollar sign must be "
+      "such a hash). Portal only: the storage VM and the workers refuse to start with it in "
+      "their context.";
+  // The portal only: a VM of another role of the service that finds it refuses to start
+  // (RefuseSecretsOfOtherRoles), so that the passwords never sit in the workers' context.
+  users.roles = {kPortalRole};
 
   SettingSpec host;
   host.name = kPortalHostName;
@@ -74,14 +81,7 @@ std::vector<SettingSpec> PortalSettings() {
   return specs;
 }
 
-std::vector<SettingSpec> OodWorkerSettings() {
-  std::vector<SettingSpec> specs;
-  for (auto& spec : PortalSettings()) {
-    if (spec.name == kLocalUsersVar) specs.push_back(spec);
-  }
-  for (auto& spec : SharedNfsSettings()) specs.push_back(spec);
-  return specs;
-}
+std::vector<SettingSpec> OodWorkerSettings() { return SharedNfsSettings(); }
 
 std::vector<SettingSpec> SharedNfsSettings() {
   const std::vector<std::string> roles = {kPortalRole, kWorkerRole};

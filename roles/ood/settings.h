@@ -1,4 +1,5 @@
-// Settings of the Open OnDemand portal and worker roles (the local users list is a secret).
+// Settings of the Open OnDemand portal and worker roles (the portal's local users list is a
+// secret).
 #ifndef ONEHPC_ROLES_OOD_SETTINGS_H_
 #define ONEHPC_ROLES_OOD_SETTINGS_H_
 
@@ -25,8 +26,9 @@ inline constexpr const char* kSiteSlurmCluster = "ONEAPP_SITE_SLURM_CLUSTER";
 /// sources (SharedNfsSettings) and MaxNodeCount.
 std::vector<SettingSpec> PortalSettings();
 
-/// The ood-worker's settings: local users (only to validate them; the worker takes names and
-/// uids from the portal) and the NFS sources.
+/// The ood-worker's settings: the NFS sources. Not the local users: the worker takes names
+/// and uids from the portal (OOD_USERS) and refuses to start with ONEAPP_AUTH_LOCAL_USERS in
+/// its context (a portal-only secret, see RefuseSecretsOfOtherRoles in roles/dispatcher.h).
 std::vector<SettingSpec> OodWorkerSettings();
 
 /// Read by the portal and the workers: ONEAPP_NFS_HOST (the storage VM), and the site's NFS

@@ -127,9 +127,110 @@ bool IsValidUtf8(std::string_view text) {
   return true;
 }
 
+// The crypt(5) alphabet of salts and hashes (base64 with "./" first): no ':', no whitespace.
+bool IsCryptChar(char c) {
+  return c == '.' || c == '/' || (c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') ||
+         (c >= 'a' && c <= 'z');
+}
+
+// Why `field` is not `min`..`max` characters of the crypt alphabet ("" if it is), without
+// quoting it; `what` names the field.
+std::string CryptFieldProblem(std::string_view field, const char* what, size_t min, size_t max) {
+  if (field.size() < min || field.size() > max) {
+    return min == max
+               ? fmt::format("{} has {} characters, {} expected", what, field.size(), min)
+               : fmt::format("{} has {} characters, {}-{} expected", what, field.size(), min, max);
+  }
+  if (!std::all_of(field.begin(), field.end(), IsCryptChar)) {
+    return fmt::format("{} has characters outside the crypt alphabet ./0-9A-Za-z", what);
+  }
+  return "";
+}
+
+// The fields of "$id$f1$f2...": {"id", "f1", "f2", ...} (text starts with '$').
+std::vector<std::string_view> DollarFields(std::string_view text) {
+  std::vector<std::string_view> fields;
+  size_t start = 1;
+  while (true) {
+    size_t dollar = text.find('$', start);
+    fields.push_back(
+        text.substr(start, dollar == std::string_view::npos ? dollar : dollar - start));
+    if (dollar == std::string_view::npos) break;
+    start = dollar + 1;
+  }
+  return fields;
+}
+
+// yescrypt: $y$PARAMS$SALT$HASH. PARAMS encodes the flavour, N and r (at least 3 characters);
+// the salt is up to 64 bytes (86 characters); the hash is 32 bytes, 43 characters whose
+// last carries 4 bits (one of the first 16 of the alphabet).
+constexpr size_t kYescryptMinParams = 3;
+constexpr size_t kYescryptMaxParams = 32;
+constexpr size_t kYescryptMaxSalt = 86;
+constexpr size_t kYescryptHashChars = 43;
+constexpr std::string_view kYescryptLastChars = "./0123456789ABCD";
+// SHA-512 crypt: $6$[rounds=N$]SALT$HASH. N in 1000-999999999 (what crypt accepts, written
+// without leading zeros as crypt writes it); the salt is at most 16 characters (crypt
+// ignores the rest, so a longer one would never verify); the hash is 64 bytes, 86
+// characters whose last carries 2 bits.
+constexpr std::uint64_t kSha512MinRounds = 1000;
+constexpr std::uint64_t kSha512MaxRounds = 999999999;
+constexpr size_t kSha512MaxSalt = 16;
+constexpr size_t kSha512HashChars = 86;
+constexpr std::string_view kSha512LastChars = "./01";
+constexpr std::string_view kRoundsPrefix = "rounds=";
+
+std::string HashPartProblem(std::string_view hash, size_t chars, std::string_view last_chars) {
+  std::string p = CryptFieldProblem(hash, "the hash part", chars, chars);
+  if (p.empty() && last_chars.find(hash.back()) == std::string_view::npos) {
+    p = "the hash part does not end as crypt ends it (its last character holds the spare bits)";
+  }
+  return p;
+}
+
+std::string YescryptProblem(const std::vector<std::string_view>& f) {
+  if (f.size() != 4) {
+    return fmt::format("it has {} '$'-separated fields after the $y$ prefix, 3 expected",
+                       f.size() - 1);
+  }
+  std::string p =
+      CryptFieldProblem(f[1], "the parameters field", kYescryptMinParams, kYescryptMaxParams);
+  if (p.empty()) p = CryptFieldProblem(f[2], "the salt", 1, kYescryptMaxSalt);
+  if (p.empty()) p = HashPartProblem(f[3], kYescryptHashChars, kYescryptLastChars);
+  return p;
+}
+
+std::string Sha512Problem(const std::vector<std::string_view>& f) {
+  if (f.size() != 3 && f.size() != 4) {
+    return fmt::format("it has {} '$'-separated fields after the $6$ prefix, 2 or 3 expected",
+                       f.size() - 1);
+  }
+  size_t salt = 1;
+  if (f.size() == 4) {
+    salt = 2;
+    std::string_view rounds = f[1];
+    if (rounds.substr(0, kRoundsPrefix.size()) != kRoundsPrefix) {
+      return "with 3 fields after $6$ the first must be rounds=N";
+    }
+    std::string_view digits = rounds.substr(kRoundsPrefix.size());
+    bool ok =
+        !digits.empty() && digits.size() <= 9 && digits[0] != '0' &&
+        std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; });
+    std::uint64_t n = ok ? std::stoull(std::string(digits)) : 0;
+    if (!ok || n < kSha512MinRounds || n > kSha512MaxRounds) {
+      return fmt::format("rounds=N must be a number in {}-{} without leading zeros",
+                         kSha512MinRounds, kSha512MaxRounds);
+    }
+  }
+  std::string p = CryptFieldProblem(f[salt], "the salt", 1, kSha512MaxSalt);
+  if (p.empty()) p = HashPartProblem(f[salt + 1], kSha512HashChars, kSha512LastChars);
+  return p;
+}
+
 // Why the password is not acceptable ("" if it is), without quoting it.
 std::string PasswordProblem(std::string_view password, std::string_view name) {
   if (password.empty()) return "the password is empty";
+  if (password[0] == kHashPrefix) return PasswordHashProblem(password);
   size_t chars = 0;
   for (char c : password) {
     if ((static_cast<unsigned char>(c) & 0xc0) != 0x80) ++chars;
@@ -153,11 +254,32 @@ struct Entry {
   size_t position = 0;  // 1-based
   std::string name;     // only set when valid
   std::string password;
+  bool password_is_hash = false;
   std::uint32_t uid = 0;
   bool uid_given = false;
 };
 
 }  // namespace
+
+std::string PasswordHashProblem(std::string_view text) {
+  if (text.empty() || text[0] != kHashPrefix) return "the password is not a hash";
+  const std::vector<std::string_view> f = DollarFields(text);
+  std::string method;
+  std::string problem;
+  if (f[0] == "y") {
+    method = "yescrypt hash ($y$PARAMS$SALT$HASH, as mkpasswd -m yescrypt prints it)";
+    problem = YescryptProblem(f);
+  } else if (f[0] == "6") {
+    method = "SHA-512 crypt hash ($6$[rounds=N$]SALT$HASH, as openssl passwd -6 prints it)";
+    problem = Sha512Problem(f);
+  } else {
+    return "the password starts with '$' but is not a yescrypt ($y$...) or SHA-512 crypt "
+           "($6$...) hash (not shown); other methods (MD5 $1$, SHA-256 $5$, bcrypt $2b$...) "
+           "are refused, and a clear-text password cannot start with '$'";
+  }
+  if (problem.empty()) return "";
+  return "the password is not a well-formed " + method + " (not shown): " + problem;
+}
 
 bool IsReservedLoginName(std::string_view name) {
   for (std::string_view r : kReserved) {
@@ -272,6 +394,7 @@ Result<std::vector<LocalUser>> ParseLocalUsers(std::string_view text,
     if (bad) continue;
     entry.name = std::string(name);
     entry.password = std::string(password);
+    entry.password_is_hash = password[0] == kHashPrefix;
     entries.push_back(std::move(entry));
   }
 
@@ -323,6 +446,7 @@ Result<std::vector<LocalUser>> ParseLocalUsers(std::string_view text,
     LocalUser user;
     user.name = e.name;
     user.password = e.password;
+    user.password_is_hash = e.password_is_hash;
     user.uid_given = e.uid_given;
     if (e.uid_given) {
       user.uid = e.uid;

@@ -8,6 +8,14 @@
 //    whitespace (the entry separator) nor ':' (the field separator). An entry with a ':' too
 //    many is rejected rather than guessed at: `bob:pa:ss` could be the password "pa:ss" or
 //    the password "pa" with uid "ss". The password must differ from the name.
+//    Or a crypt(5) hash, so that no clear text travels in the context: a password that
+//    starts with '$' must be a yescrypt hash (`$y$PARAMS$SALT$HASH`, mkpasswd -m yescrypt)
+//    or a SHA-512 crypt hash (`$6$[rounds=N$]SALT$HASH`, openssl passwd -6), and is then
+//    installed as it is (LocalUser::password_is_hash). Only the shape is checked (prefix,
+//    fields, lengths, the crypt alphabet `./0-9A-Za-z`), never by running crypt: a hash's
+//    cost parameters are the operator's. Any other text starting with '$' (MD5 `$1$`,
+//    SHA-256 `$5$`, bcrypt `$2b$`, a malformed hash) is refused. The crypt alphabet has no
+//    ':' and no whitespace, so a hash never needs quoting inside an entry.
 //  - uid: optional, decimal, in [kMinUid, kMaxUid] (the Debian range for ordinary users).
 //    The user's primary group has the same number (gid = uid). Entries without a uid get one
 //    in list order: the uid they had before (`previous_uids`) if still free, else the next
@@ -40,6 +48,8 @@ inline constexpr size_t kMaxNameLength = 32;
 struct LocalUser {
   std::string name;
   std::string password;  ///< secret: registered with log::AddSecret by ParseLocalUsers
+  /// `password` is a yescrypt or SHA-512 crypt hash, installed as it is (a secret too).
+  bool password_is_hash = false;
   std::uint32_t uid = 0;
   bool uid_given = false;  ///< the entry had an explicit uid
   std::uint32_t gid() const { return uid; }
@@ -54,6 +64,13 @@ struct LocalUserPolicy {
   /// without a uid so that homes keep their owner when the list changes.
   std::map<std::string, std::uint32_t> previous_uids;
 };
+
+/// The password field of an entry is taken as a crypt(5) hash when it starts with this.
+inline constexpr char kHashPrefix = '$';
+
+/// Why `text` (a password field starting with kHashPrefix) is not a hash one-hpc installs,
+/// without quoting any part of it; "" for a well-formed yescrypt or SHA-512 crypt hash.
+std::string PasswordHashProblem(std::string_view text);
 
 /// True for a portable login name that is not reserved.
 bool IsValidLoginName(std::string_view name);

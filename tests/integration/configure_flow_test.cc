@@ -8,6 +8,7 @@
 
 #include "common/log.h"
 #include "roles/configure.h"
+#include "roles/dispatcher.h"
 #include "tests/fakes/clock.h"
 #include "tests/fakes/process_runner.h"
 #include "tests/simulator/onegate_simulator.h"
@@ -71,7 +72,7 @@ class ConfigureFlowTest : public ::testing::Test {
     request.mode = mode;
     request.make_role = [](const std::string& name) -> std::unique_ptr<Role> {
       if (name == "probe") return std::make_unique<ProbeRole>();
-      return nullptr;
+      return MakeRole(name);  // the real modules (nullptr for an unknown name)
     };
     return RunConfigure(request, adapters_);
   }
@@ -195,6 +196,45 @@ TEST_F(ConfigureFlowTest, OneGateDownStillConfiguresButFailsToReportReady) {
   ConfigureOutcome out = Run({});
   EXPECT_EQ(out.exit_code, kExitNetwork) << out.error;
   EXPECT_EQ(ReadRoot("/etc/probe.conf"), "probe=1\n");  // ONEAPP_ROLE did not need OneGate
+}
+
+// The portal's users (passwords) in the context of a storage VM or a worker: refused before
+// the role does anything, exit 3, and the published ERROR says what to do without the value.
+// `one-hpc follow` (the worker's timer) refuses the same way.
+TEST_F(ConfigureFlowTest, StorageAndWorkerRefuseThePortalsUsersBeforeAnyChange) {
+  UseRoot();
+  for (const char* role : {"storage", "ood-worker"}) {
+    ConfigureOutcome out =
+        Run({{"ONEAPP_ROLE", role}, {"ONEAPP_AUTH_LOCAL_USERS", "alice:Wonderland-42"}});
+    EXPECT_EQ(out.exit_code, kExitInvalidInput) << out.error;
+    EXPECT_EQ(out.role, role);
+    EXPECT_NE(out.error.find("ONEAPP_AUTH_LOCAL_USERS is set in this"), std::string::npos)
+        << out.error;
+    std::string published = sim_.UserAttr(vm_.id, "ERROR");
+    EXPECT_NE(published.find("ONEAPP_AUTH_LOCAL_USERS"), std::string::npos) << published;
+    EXPECT_NE(published.find("portal role only"), std::string::npos) << published;
+    EXPECT_NE(published.find("and reconfigure"), std::string::npos) << published;  // whole
+    for (const std::string& text : {out.error, published, ReadRoot(kStatusFile)}) {
+      EXPECT_EQ(text.find("Wonderland"), std::string::npos) << text;
+      EXPECT_EQ(text.find("alice"), std::string::npos) << text;
+    }
+    EXPECT_EQ(sim_.UserAttr(vm_.id, "READY"), "");
+    EXPECT_TRUE(runner_.commands().empty()) << role;  // nothing ran
+    for (const auto& entry : std::filesystem::recursive_directory_iterator(root_)) {
+      if (entry.is_regular_file()) {
+        EXPECT_EQ(entry.path(), root_ / std::string(kStatusFile).substr(1)) << "wrote " << entry;
+      }
+    }
+  }
+  LoadedContext context;
+  context.vars = {{"ONEGATE_ENDPOINT", sim_.Endpoint()},
+                  {"VMID", std::to_string(vm_.id)},
+                  {"ONEAPP_ROLE", "ood-worker"},
+                  {"ONEAPP_AUTH_LOCAL_USERS", "alice:Wonderland-42"}};
+  context.token = vm_.token;
+  EXPECT_EQ(RunFollow(context, adapters_), kExitInvalidInput);
+  EXPECT_TRUE(runner_.commands().empty());
+  log::ClearSecrets();
 }
 
 }  // namespace

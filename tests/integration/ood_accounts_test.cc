@@ -224,6 +224,34 @@ TEST_F(AccountsRealTest, PortalCreatesAccountsOnceThenLocksRemovedOnes) {
   EXPECT_TRUE(Verifies(Entry(Path("/etc/shadow"), "alice")[1], "Alice-new-pass"));
 }
 
+// A pre-hashed password (ONEAPP_AUTH_LOCAL_USERS entry name:$y$... or name:$6$...) reaches
+// /etc/shadow byte for byte through the real `chpasswd --root DIR --encrypted` on stdin, and
+// still verifies the password it was made from; a second run changes nothing.
+TEST_F(AccountsRealTest, GivenHashesAreInstalledAsTheyAre) {
+  const std::string yescrypt =
+      "$y$j9T$xPjg4GuvnuuYa6RMutRsc0$.FbMVNvpFXPt7EobIcbRSEw5sFFWXDV6hpQs9m0JwQ2";
+  const std::string sha512 =
+      "$6$l5h7pDGF7Ba7F6Ik$oFRQKXdXGs92N2EtvZvsyn0p7fNHP4Zzb28Ny91TOHK/"
+      "0rSHEEjlVQytYVbSZaNdsB6jAAjwp"
+      "/t39kPgI.k1D/";
+  LocalUser alice = User("alice", 10001, yescrypt);
+  alice.password_is_hash = true;
+  LocalUser carol = User("carol", 10003, sha512);
+  carol.password_is_hash = true;
+  const std::vector<LocalUser> users = {alice, User("bob", 10002, "Bob-pass-22"), carol};
+  auto changes = Ensure(users);
+  EXPECT_EQ(changes.size(), 9u) << ::testing::PrintToString(changes);  // state, 3x2, 2 chpasswd
+  EXPECT_EQ(Entry(Path("/etc/shadow"), "alice").at(1), yescrypt);
+  EXPECT_EQ(Entry(Path("/etc/shadow"), "carol").at(1), sha512);
+  EXPECT_TRUE(Verifies(Entry(Path("/etc/shadow"), "alice").at(1), "alice-pass-1"));
+  EXPECT_TRUE(Verifies(Entry(Path("/etc/shadow"), "carol").at(1), "alice-pass-1"));
+  EXPECT_THAT(Entry(Path("/etc/shadow"), "bob").at(1), StartsWith("$y$"));
+  EXPECT_TRUE(Verifies(Entry(Path("/etc/shadow"), "bob").at(1), "Bob-pass-22"));
+  auto before = Etc();
+  EXPECT_TRUE(Ensure(users).empty());
+  EXPECT_EQ(Etc(), before);
+}
+
 TEST_F(AccountsRealTest, WorkerAccountsAreLocked) {
   LocalUser alice = User("alice", 10001, "");
   EXPECT_EQ(Ensure({alice}, AccountMode::kWorker).size(), 3u);  // state, groupadd, useradd

@@ -354,6 +354,24 @@ def check_service(svc, doc, schema):
     check(f"{sid}: wiring variables are not user inputs", not wired_as_input,
           ", ".join(wired_as_input))
 
+    # A secret reaches only the roles that read it: a service input would reach every role's
+    # CONTEXT (and every role refuses another role's secret at boot).
+    leaks = []
+    for s in svc.settings:
+        if not generate.is_secret(s):
+            continue
+        readers = set(svc.readers(s["name"]))
+        if s["name"] in doc.get("user_inputs", {}) and readers != set(by_name):
+            leaks.append(f"{s['name']} is a service input but only {sorted(readers)} read it")
+        for r in roles:
+            if s["name"] in r.get("user_inputs", {}) and r["name"] not in readers:
+                leaks.append(f"{s['name']} is an input of role {r['name']}, which does not read it")
+            if s["name"] in r.get("template_contents", {}) or \
+                    s["name"] in r.get("template_contents", {}).get("CONTEXT", {}):
+                leaks.append(f"{s['name']} is in the template_contents of role {r['name']}")
+    check(f"{sid}: every secret is offered only to the roles that read it", not leaks,
+          "; ".join(leaks))
+
     fixed = set(svc.context)
     missing = []
     for r in svc.roles:
@@ -402,9 +420,13 @@ def check_ood(doc):
         doc.get("deployment") == "straight",
     }
     inputs = doc.get("user_inputs", {})
-    for n in ("ONEAPP_HOME_NFS_ENABLED", "ONEAPP_HOME_NFS_SERVER", "ONEAPP_HOME_NFS_EXPORT",
-              "ONEAPP_AUTH_LOCAL_USERS"):
+    for n in ("ONEAPP_HOME_NFS_ENABLED", "ONEAPP_HOME_NFS_SERVER", "ONEAPP_HOME_NFS_EXPORT"):
         want[f"wizard input {n}"] = n in inputs
+    # The users' passwords: the portal's input only, never in a storage or worker VM.
+    users = "ONEAPP_AUTH_LOCAL_USERS"
+    want[f"{users} an input of the portal role only"] = (
+        users not in inputs and
+        [r["name"] for r in roles.values() if users in r.get("user_inputs", {})] == ["portal"])
     for r in roles.values():
         want[f"{r['name']}: ONEAPP_ROLE wired"] = bool(
             r.get("template_contents", {}).get("ONEAPP_ROLE"))
@@ -460,12 +482,21 @@ def check_vm_template(svc, text, doc):
           (order.split(",") if order else []) == list(inputs), f"{order!r}")
     bad_specs = [p for p in (spec_problem(n, s) for n, s in inputs.items()) if p]
     check(f"{sid}: every USER_INPUT spec well-formed", not bad_specs, "; ".join(bad_specs))
+    # The VM template serves every role, so it carries no secret that some role does not
+    # read (those roles would find it in their CONTEXT): OneFlow gives it to the roles that
+    # read it through their own user inputs. Everything else is offered by both templates.
+    role_only = set(svc.role_only_secrets())
+    carried = sorted(n for n in role_only if n in inputs or n in context)
+    check(f"{sid}: VM template carries no secret that some role does not read", not carried,
+          ", ".join(carried))
     svc_specs = dict(doc.get("user_inputs", {}))
     for r in doc["roles"]:
         svc_specs.update(r.get("user_inputs", {}))
+    for n in role_only:
+        svc_specs.pop(n, None)
     differ = sorted(n for n in set(inputs) | set(svc_specs) if inputs.get(n) != svc_specs.get(n))
-    check(f"{sid}: VM template and service template offer the same inputs", not differ,
-          ", ".join(differ))
+    check(f"{sid}: VM template and service template offer the same inputs (but role-only "
+          "secrets)", not differ, ", ".join(differ))
     check(f"{sid}: DISK names the image", dict(top.get("DISK", [])).get("IMAGE") ==
           svc.desc["image"]["name"], f"{top.get('DISK')}")
 

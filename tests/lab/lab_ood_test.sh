@@ -262,9 +262,10 @@ phase1_up() {
     t0=$(_bl_now)
     new_vm portal portal ONEAPP_ROLE=portal "ONEAPP_NFS_HOST=${IP[sto]}" \
         "ONEAPP_AUTH_LOCAL_USERS=$USERS" || return 1
+    # ONEAPP_AUTH_LOCAL_USERS is the portal's only (a worker refuses it): the workers take
+    # the users from the portal's OOD_USERS.
     for n in w1 w2; do
-        new_vm "$n" worker ONEAPP_ROLE=ood-worker "ONEAPP_NFS_HOST=${IP[sto]}" \
-            "ONEAPP_AUTH_LOCAL_USERS=$USERS" || return 1
+        new_vm "$n" worker ONEAPP_ROLE=ood-worker "ONEAPP_NFS_HOST=${IP[sto]}" || return 1
     done
     say "VMs: portal ${VMID[portal]} (${IP[portal]}), workers ${VMID[w1]} (${IP[w1]}), ${VMID[w2]} (${IP[w2]})"
     boot_vms 300 portal w1 w2 || return 1

@@ -37,7 +37,10 @@ set -uo pipefail
 . "$(dirname "$0")/vm_lib.sh"
 vm_begin ood_scenarios
 
-USERS="alice:alicepass1 bob:bobpass12:20001"
+# bob's password travels pre-hashed (openssl passwd -6 bobpass12): installed as it is.
+# shellcheck disable=SC2016  # a crypt hash: no expansion meant
+BOB_HASH='$6$oodscenarios11$VIaGIDbz6M3/f.EHAZ/eu9ldPyXEwWd/rcIfmdkQzWBx6vSz/CimB4lGGsSZjzoj94rWNAq9UUrzavj8.eRwb.'
+USERS="alice:alicepass1 bob:$BOB_HASH:20001"
 NET=10.79.1
 STO_IP=$NET.11 PORTAL_IP=$NET.12 FOREIGN_IP=$NET.20
 declare -A wip=([w1]=$NET.13 [w2]=$NET.14) wnode=()
@@ -98,8 +101,9 @@ home_uuid=$(vm_ssh storage 'blkid -s UUID -o value /dev/vdb')
 vm_start portal open-ondemand portal "$PORTAL_IP" 2048 "" "ONEAPP_NFS_HOST=$STO_IP" \
     "ONEAPP_AUTH_LOCAL_USERS=$USERS" || vm_report
 for w in w1 w2; do
-    vm_new "$w" open-ondemand worker "${wip[$w]}" "ONEAPP_NFS_HOST=$STO_IP" \
-        "ONEAPP_AUTH_LOCAL_USERS=$USERS" || vm_report
+    # No ONEAPP_AUTH_LOCAL_USERS: the portal's only (a worker refuses it); the workers take the
+    # users from the portal's OOD_USERS.
+    vm_new "$w" open-ondemand worker "${wip[$w]}" "ONEAPP_NFS_HOST=$STO_IP" || vm_report
     log "booting $w (ood-worker, VM ${vm_id[$w]}, ${wip[$w]})"
     vm_boot "$w" 1536
 done
@@ -140,6 +144,10 @@ both_idle() {
 }
 if wait_until 120 both_idle; then pass "sinfo on the portal: ${wnode[w1]} and ${wnode[w2]} idle (${waited} s after READY)"
 else fail "sinfo on the portal: both workers idle" "$(P 'sinfo -N' 2>&1)"; vm_report; fi
+
+out=$(P 'getent shadow bob' | cut -d: -f2)
+if [ "$out" = "$BOB_HASH" ]; then pass "portal: bob's pre-hashed password (SHA-512) is in /etc/shadow as given"
+else fail "portal: bob's pre-hashed password (SHA-512) is in /etc/shadow as given" "shadow field '${out:0:4}...'"; fi
 
 if out=$(P 'one-hpc home-create alice' 2>&1); then pass "portal: one-hpc home-create alice"; else
     fail "portal: one-hpc home-create alice" "$out"; fi

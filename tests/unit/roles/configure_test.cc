@@ -72,5 +72,50 @@ TEST(SettingsTableTest, CommonSettingsComeFirstAndAreNotDuplicated) {
   for (const auto& s : all) EXPECT_TRUE(names.insert(s.name).second) << s.name;
 }
 
+// The portal's passwords never sit in a storage VM's or a worker's context: those roles
+// refuse to start (exit 3), and the message names the variable, never its value.
+TEST(RefuseSecretsOfOtherRolesTest, StorageAndOodWorkerRefuseThePortalsUsers) {
+  const std::string value = "alice:Wonderland-42 bob:$6$somesalt$hashpart:20001";
+  for (const char* name : {"storage", "ood-worker"}) {
+    auto role = MakeRole(name);
+    ASSERT_TRUE(role) << name;
+    Status s = RefuseSecretsOfOtherRoles(
+        *role, {{"ONEAPP_AUTH_LOCAL_USERS", value}, {"ONEAPP_ROLE", name}});
+    ASSERT_FALSE(s) << name;
+    EXPECT_EQ(s.error().kind, ErrorKind::kInvalidInput);
+    EXPECT_EQ(ExitCodeFor(s.error().kind), kExitInvalidInput);
+    const std::string& m = s.error().message;
+    EXPECT_NE(m.find(std::string("ONEAPP_AUTH_LOCAL_USERS is set in this ") + name +
+                     " VM's context but belongs to the portal role only (value not shown)"),
+              std::string::npos)
+        << m;
+    EXPECT_NE(m.find(std::string("remove it from the ") + name + " role's context"),
+              std::string::npos)
+        << m;
+    for (const char* piece : {"alice", "Wonderland", "somesalt", "hashpart", "20001"}) {
+      EXPECT_EQ(m.find(piece), std::string::npos) << piece << " in: " << m;
+    }
+    // Whatever is logged later is redacted too.
+    EXPECT_EQ(log::Redact("context: " + value), "context: <redacted>");
+    log::ClearSecrets();
+  }
+}
+
+TEST(RefuseSecretsOfOtherRolesTest, ThePortalBlankValuesAndOtherServicesPass) {
+  ContextVars users = {{"ONEAPP_AUTH_LOCAL_USERS", "alice:Wonderland-42"}};
+  EXPECT_TRUE(RefuseSecretsOfOtherRoles(*MakeRole("portal"), users));
+  // Blank is what OpenNebula sends for an input left empty: nothing was given.
+  for (const char* blank : {"", "  ", "\t\n"}) {
+    EXPECT_TRUE(
+        RefuseSecretsOfOtherRoles(*MakeRole("ood-worker"), {{"ONEAPP_AUTH_LOCAL_USERS", blank}}));
+    EXPECT_TRUE(
+        RefuseSecretsOfOtherRoles(*MakeRole("storage"), {{"ONEAPP_AUTH_LOCAL_USERS", blank}}));
+  }
+  EXPECT_TRUE(RefuseSecretsOfOtherRoles(*MakeRole("storage"), {}));
+  // A OneSlurm VM is not a role of the Open OnDemand service: its settings say nothing there.
+  EXPECT_TRUE(RefuseSecretsOfOtherRoles(*MakeRole("worker"), users));
+  log::ClearSecrets();
+}
+
 }  // namespace
 }  // namespace onehpc

@@ -93,7 +93,52 @@ TEST_F(PortalPlanTest, BadUserListFailsBeforeAnyChangeAndNeverShowsThePassword) 
   EXPECT_TRUE(run->plan.actions().empty()) << run->plan.Render();
 }
 
+TEST_F(PortalPlanTest, HashedPasswordsArePlannedWithoutShowingThem) {
+  const std::string hash =
+      "$y$j9T$xPjg4GuvnuuYa6RMutRsc0$.FbMVNvpFXPt7EobIcbRSEw5sFFWXDV6hpQs9m0JwQ2";
+  vars_[ood::kLocalUsersVar] = "alice:" + hash + " bob:Builder-4242:20001";
+  auto role = MakePortalRole();
+  auto run = Plan(role);
+  ASSERT_TRUE(status_) << status_.error().message << "\n" << run->plan.Render();
+  std::string plan = run->plan.Render();
+  EXPECT_THAT(plan, HasSubstr("set the password of bob (uid 20001) (chpasswd, on stdin)"));
+  EXPECT_THAT(plan, HasSubstr("set the given password hash of alice (uid 10001) (chpasswd "
+                              "--encrypted, on stdin)"));
+  EXPECT_THAT(plan, Not(HasSubstr("xPjg4GuvnuuYa6RMutRsc0")));
+  EXPECT_THAT(plan, Not(HasSubstr("Builder-4242")));
+}
+
+TEST_F(PortalPlanTest, MalformedHashFailsBeforeAnyChangeAndIsNotShown) {
+  vars_[ood::kLocalUsersVar] = "alice:$y$j9T$xPjg4GuvnuuYa6RMutRsc0$tooshort";
+  auto role = MakePortalRole();
+  auto run = Plan(role);
+  ASSERT_FALSE(status_);
+  EXPECT_EQ(status_.error().kind, ErrorKind::kInvalidInput);
+  EXPECT_THAT(status_.error().message,
+              HasSubstr("ONEAPP_AUTH_LOCAL_USERS: entry 1 (user 'alice'): the password is not a "
+                        "well-formed yescrypt hash"));
+  EXPECT_THAT(status_.error().message, Not(HasSubstr("xPjg4GuvnuuYa6RMutRsc0")));
+  EXPECT_THAT(status_.error().message, Not(HasSubstr("tooshort")));
+  EXPECT_TRUE(run->plan.actions().empty()) << run->plan.Render();
+}
+
+// The worker takes the users from the portal's OOD_USERS: it neither declares nor reads nor
+// validates ONEAPP_AUTH_LOCAL_USERS (the dispatcher refuses it before the role runs, see
+// RefuseSecretsOfOtherRoles).
+TEST_F(PortalPlanTest, WorkerNeitherReadsNorValidatesTheUsersList) {
+  auto role = MakeOodWorkerRole();
+  for (const auto& spec : role->Settings()) EXPECT_NE(spec.name, ood::kLocalUsersVar);
+  vars_[ood::kLocalUsersVar] = "root:x";  // would be refused by the portal
+  auto run = std::make_unique<RoleRun>(m_, *role, vars_, nullptr, PlanMode::kDryRun);
+  Status s = role->Configure(*run->env);
+  ASSERT_FALSE(s);
+  EXPECT_THAT(s.error().message, HasSubstr("TOKEN=YES"));  // as far as without the variable
+  EXPECT_THAT(s.error().message, Not(HasSubstr(ood::kLocalUsersVar)));
+  EXPECT_THAT(run->plan.Render(), HasSubstr("mount 10.0.1.5:/export/home on /home"));
+}
+
 TEST_F(PortalPlanTest, WorkerMountsHomesAndSoftwareButNotTheState) {
+  vars_.erase(ood::kLocalUsersVar);  // the portal's only
   auto role = MakeOodWorkerRole();
   auto run = std::make_unique<RoleRun>(m_, *role, vars_, nullptr, PlanMode::kDryRun);
   Status s = role->Configure(*run->env);

@@ -166,9 +166,12 @@ class FakeShadowTools {
     Save("/etc/shadow", s);
     return Exit(0);
   }
+  // --crypt-method YESCRYPT hashes each password; --encrypted stores each given hash as it is.
   ProcessResult ChPasswd(const Command& c) {
-    Options(c, "--root", {});
+    auto o = Options(c, "--root", {"--encrypted"});
     EXPECT_EQ(c.argv.at(1), "--root");
+    const bool encrypted = c.argv.back() == "--encrypted";
+    EXPECT_NE(encrypted, o.count("--crypt-method") > 0) << log::QuoteArgv(c.argv);
     Table s = Load("/etc/shadow");
     size_t pos = 0;
     while (pos < c.stdin_data.size()) {
@@ -178,7 +181,7 @@ class FakeShadowTools {
       size_t colon = line.find(':');
       auto* sf = Find(s, line.substr(0, colon));
       if (!sf) return Exit(1, "", "chpasswd: line 1: user does not exist\n");
-      (*sf)[1] = Hash(line.substr(colon + 1));
+      (*sf)[1] = encrypted ? line.substr(colon + 1) : Hash(line.substr(colon + 1));
     }
     Save("/etc/shadow", s);
     return Exit(0);
@@ -528,6 +531,75 @@ TEST_F(AccountsTest, PasswordsNeverReachArgvOrLogs) {
   EXPECT_FALSE(capture.Contains("Top-Secret")) << capture.text();
   EXPECT_TRUE(capture.Contains("created: alice (uid 10001), bob (uid 10002)")) << capture.text();
   EXPECT_TRUE(capture.Contains("disabled: bob (uid 10002)")) << capture.text();
+}
+
+// Real hashes of "alice-pass-1" (libxcrypt's yescrypt, openssl passwd -6).
+constexpr char kYescryptHash[] =
+    "$y$j9T$xPjg4GuvnuuYa6RMutRsc0$.FbMVNvpFXPt7EobIcbRSEw5sFFWXDV6hpQs9m0JwQ2";
+constexpr char kSha512Hash[] =
+    "$6$l5h7pDGF7Ba7F6Ik$oFRQKXdXGs92N2EtvZvsyn0p7fNHP4Zzb28Ny91TOHK/0rSHEEjlVQytYVbSZaNdsB6jAAjwp"
+    "/t39kPgI.k1D/";
+
+LocalUser Hashed(const std::string& name, std::uint32_t uid, const std::string& hash) {
+  LocalUser u;
+  u.name = name;
+  u.uid = uid;
+  u.uid_given = true;
+  u.password = hash;
+  u.password_is_hash = true;
+  return u;
+}
+
+TEST_F(AccountsTest, GivenHashesAreInstalledAsTheyAreThroughStdin) {
+  log::Capture capture;
+  const std::vector<LocalUser> users = {Hashed("alice", 10001, kYescryptHash), User("bob", 10002),
+                                        Hashed("carol", 10003, kSha512Hash)};
+  auto r = MustEnsure(users);
+  const std::string R = m_.root;
+  auto argvs = m_.runner.Argvs();
+  ASSERT_GE(argvs.size(), 2u);
+  // The clear-text password is hashed by chpasswd; the hashes go in a second run, as they are.
+  EXPECT_EQ(argvs[argvs.size() - 2], "chpasswd --root " + R + " --crypt-method YESCRYPT");
+  EXPECT_EQ(argvs.back(), "chpasswd --root " + R + " --encrypted");
+  const auto& commands = m_.runner.commands();
+  EXPECT_EQ(commands[commands.size() - 2].stdin_data, "bob:pw-of-bob-123\n");
+  const Command& encrypted = commands.back();
+  EXPECT_EQ(encrypted.stdin_data,
+            "alice:" + std::string(kYescryptHash) + "\ncarol:" + kSha512Hash + "\n");
+  EXPECT_THAT(encrypted.secrets, ElementsAre(kYescryptHash, kSha512Hash));
+  EXPECT_EQ(ShadowFields("alice").at(1), kYescryptHash);
+  EXPECT_EQ(ShadowFields("carol").at(1), kSha512Hash);
+  EXPECT_TRUE(Verifies("bob", "pw-of-bob-123"));
+  EXPECT_THAT(r.plan->Render(),
+              HasSubstr("set the given password hash of alice (uid 10001), carol (uid 10003) "
+                        "(chpasswd --encrypted, on stdin)"));
+  // A hash is a secret too: never on a command line, in the plan or in a log line.
+  for (const auto& c : commands) {
+    for (const auto& arg : c.argv) EXPECT_THAT(arg, Not(HasSubstr("$y$"))) << arg;
+    for (const auto& arg : c.argv) EXPECT_THAT(arg, Not(HasSubstr("$6$"))) << arg;
+  }
+  EXPECT_THAT(r.plan->Render(), Not(HasSubstr("xPjg4GuvnuuYa6RMutRsc0")));
+  EXPECT_FALSE(capture.Contains("xPjg4GuvnuuYa6RMutRsc0")) << capture.text();
+  EXPECT_FALSE(capture.Contains("l5h7pDGF7Ba7F6Ik")) << capture.text();
+
+  // A second run compares the text: nothing to do.
+  EXPECT_EQ(MustEnsure(users).commands, 0u);
+  // Removed, then listed again with the same hash: unlocked, not set again.
+  MustEnsure({users[1], users[2]});
+  EXPECT_EQ(ShadowFields("alice").at(1), std::string("!") + kYescryptHash);
+  size_t before = m_.runner.commands().size();
+  MustEnsure(users);
+  EXPECT_THAT(ArgvsFrom(before),
+              ElementsAre("usermod --prefix " + R + " --expiredate '' --unlock alice"));
+  EXPECT_EQ(ShadowFields("alice").at(1), kYescryptHash);
+  // A new hash for alice (another salt) is installed; a clear text replacing a hash is hashed.
+  before = m_.runner.commands().size();
+  MustEnsure({Hashed("alice", 10001, kSha512Hash), User("bob", 10002),
+              User("carol", 10003, "carol-clear-1")});
+  EXPECT_THAT(ArgvsFrom(before), ElementsAre("chpasswd --root " + R + " --crypt-method YESCRYPT",
+                                             "chpasswd --root " + R + " --encrypted"));
+  EXPECT_EQ(ShadowFields("alice").at(1), kSha512Hash);
+  EXPECT_TRUE(Verifies("carol", "carol-clear-1"));
 }
 
 TEST_F(AccountsTest, ABrokenStateFileIsAnError) {

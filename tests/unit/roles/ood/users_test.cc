@@ -194,15 +194,110 @@ TEST_F(LocalUsersTest, EveryProblemIsReportedOnItsOwnLine) {
   EXPECT_EQ(std::count(error.begin(), error.end(), '\n'), 2) << error;
 }
 
-TEST(OodSettingsTest, LocalUsersAreASecretSettingEverywhere) {
+// Real hashes (libxcrypt's yescrypt with Debian's default parameters; openssl passwd -6).
+constexpr char kYescrypt[] =
+    "$y$j9T$xPjg4GuvnuuYa6RMutRsc0$.FbMVNvpFXPt7EobIcbRSEw5sFFWXDV6hpQs9m0JwQ2";
+constexpr char kSha512[] =
+    "$6$l5h7pDGF7Ba7F6Ik$oFRQKXdXGs92N2EtvZvsyn0p7fNHP4Zzb28Ny91TOHK/0rSHEEjlVQytYVbSZaNdsB6jAAjwp"
+    "/t39kPgI.k1D/";
+constexpr char kSha512Rounds[] =
+    "$6$rounds=10000$bWf/ppupQySvmmMD$5hCrfBupZNDXvSRzZMOxEzeIJkX0Y0Qu6L8PfCDGb1n1dt6RGcnwO2YDOwr0r"
+    "hh2yLR8bzEoRXpQbKrUV6XaE0";
+
+TEST_F(LocalUsersTest, HashedPasswordsAreTakenAsTheyAre) {
+  auto users = ParseLocalUsers(std::string("alice:") + kYescrypt + " bob:" + kSha512 +
+                               ":20001 carol:" + kSha512Rounds + " dave:Plain-pass-1");
+  ASSERT_TRUE(users) << users.error().message;
+  ASSERT_EQ(users->size(), 4u);
+  EXPECT_EQ((*users)[0].password, kYescrypt);
+  EXPECT_TRUE((*users)[0].password_is_hash);
+  // ':' separates the fields and a hash has none: the uid after a hash is the uid.
+  EXPECT_EQ((*users)[1].password, kSha512);
+  EXPECT_TRUE((*users)[1].password_is_hash);
+  EXPECT_EQ((*users)[1].uid, 20001u);
+  EXPECT_TRUE((*users)[1].uid_given);
+  EXPECT_EQ((*users)[2].password, kSha512Rounds);
+  EXPECT_TRUE((*users)[2].password_is_hash);
+  // A clear-text password still works, and is still one.
+  EXPECT_EQ((*users)[3].password, "Plain-pass-1");
+  EXPECT_FALSE((*users)[3].password_is_hash);
+  // Hashes are secrets too.
+  EXPECT_EQ(log::Redact(std::string("x ") + kYescrypt + " y " + kSha512),
+            "x <redacted> y <redacted>");
+  for (const char* hash : {kYescrypt, kSha512, kSha512Rounds}) {
+    EXPECT_EQ(PasswordHashProblem(hash), "") << hash;
+  }
+}
+
+// Anything else that starts with '$' is refused, with a reason that names the method or the
+// field, and never a piece of the value (a salt or a hash part helps an attacker).
+TEST_F(LocalUsersTest, MalformedOrOtherHashesAreRefusedWithoutShowingThem) {
+  const std::string y_salt = "xPjg4GuvnuuYa6RMutRsc0";
+  const std::string y_hash = ".FbMVNvpFXPt7EobIcbRSEw5sFFWXDV6hpQs9m0JwQ2";
+  const std::string s_salt = "l5h7pDGF7Ba7F6Ik";
+  const std::string s_hash = std::string(kSha512).substr(20);
+  struct Case {
+    std::string password;
+    std::string why;
+  };
+  const std::vector<Case> cases = {
+      {"$1$" + s_salt.substr(0, 8) + "$" + y_hash.substr(0, 22), "not a yescrypt ($y$...)"},
+      {"$5$" + s_salt + "$" + y_hash, "other methods"},
+      {"$2b$12$" + y_salt + y_hash.substr(0, 31), "other methods"},
+      {"$Y$j9T$" + y_salt + "$" + y_hash, "not a yescrypt"},
+      {"$" + y_salt + y_hash, "cannot start with '$'"},
+      {"$$$$" + y_salt, "not a yescrypt"},
+      {"$y$j9T$" + y_salt + "$" + y_hash.substr(1), "the hash part has 42 characters, 43"},
+      {"$y$j9T$" + y_salt + "$" + y_hash + "x", "the hash part has 44 characters"},
+      {"$y$j9T$" + y_salt + "$" + y_hash.substr(0, 42) + "z", "does not end as crypt ends it"},
+      {"$y$j9T$" + y_salt + "!$" + y_hash, "the salt has characters outside the crypt alphabet"},
+      {"$y$j9T$$" + y_hash, "the salt has 0 characters"},
+      {"$y$j9$" + y_salt + "$" + y_hash, "the parameters field has 2 characters, 3-32"},
+      {"$y$" + y_salt + "$" + y_hash, "3 expected"},
+      {"$y$j9T$" + y_salt + "$" + y_hash + "$" + y_salt, "3 expected"},
+      {"$6$" + s_salt + "$" + s_hash.substr(1), "the hash part has 85 characters, 86"},
+      {"$6$" + s_salt + "$" + s_hash.substr(0, 85) + "A", "does not end as crypt ends it"},
+      {"$6$" + s_salt + "xyz$" + s_hash, "the salt has 19 characters, 1-16"},
+      {"$6$" + s_salt.substr(0, 8) + "=$" + s_hash, "outside the crypt alphabet"},
+      {"$6$rounds=999$" + s_salt + "$" + s_hash, "rounds=N must be a number in 1000-999999999"},
+      {"$6$rounds=01000$" + s_salt + "$" + s_hash, "without leading zeros"},
+      {"$6$rounds=1000000000$" + s_salt + "$" + s_hash, "rounds=N must be"},
+      {"$6$rounds=x$" + s_salt + "$" + s_hash, "rounds=N must be"},
+      {"$6$turns=5000$" + s_salt + "$" + s_hash, "the first must be rounds=N"},
+      {"$6$" + s_hash, "1 '$'-separated fields after the $6$ prefix, 2 or 3 expected"},
+  };
+  for (const auto& c : cases) {
+    log::Capture capture;
+    std::string error = ErrorOf("alice:" + c.password + ":20001 bob:Builder-4242");
+    EXPECT_THAT(error, HasSubstr("ONEAPP_AUTH_LOCAL_USERS: entry 1 (user 'alice'): the password "))
+        << c.password;
+    EXPECT_THAT(error, HasSubstr(c.why)) << c.password;
+    EXPECT_EQ(std::count(error.begin(), error.end(), '\n'), 0) << error;  // bob is fine
+    for (const std::string& piece : {c.password, y_salt, y_hash.substr(0, 12), s_salt,
+                                     s_hash.substr(0, 12), c.password.substr(3)}) {
+      EXPECT_THAT(error, Not(HasSubstr(piece))) << c.password;
+    }
+    log::Info("configure failed: {} / {}", error, c.password);
+    EXPECT_FALSE(capture.Contains(c.password)) << capture.text();
+  }
+}
+
+TEST(OodSettingsTest, LocalUsersAreAPortalOnlySecret) {
   bool found = false;
   for (const auto& spec : AllSettings()) {
     if (spec.name != kLocalUsersVar) continue;
     found = true;
     EXPECT_TRUE(spec.secret);
-    EXPECT_EQ(spec.roles, (std::vector<std::string>{"portal", "ood-worker"}));
+    EXPECT_EQ(spec.roles, (std::vector<std::string>{"portal"}));
+    // The README's table and the templates say so (and how to give a hash, without a '$',
+    // which the templates generator refuses in a description).
+    EXPECT_THAT(SettingsMarkdownTable({spec}),
+                HasSubstr("| `ONEAPP_AUTH_LOCAL_USERS` | portal | string |"));
+    EXPECT_THAT(spec.description, HasSubstr("yescrypt or SHA-512 crypt hash"));
+    EXPECT_THAT(spec.description, Not(HasSubstr("$")));
   }
   EXPECT_TRUE(found);
+  for (const auto& spec : OodWorkerSettings()) EXPECT_NE(spec.name, kLocalUsersVar);
   ContextVars vars = {{kLocalUsersVar, "alice:Wonderland-42"}, {kNfsHost, "10.0.1.5"}};
   auto settings = Settings::Resolve(PortalSettings(), vars);
   ASSERT_TRUE(settings) << settings.error().message;
