@@ -334,6 +334,7 @@ int CmdSelfDrain(const CommonOptions& options) {
   RealProcessRunner runner;
   SystemctlSystemd systemd(runner);
   SelfDrainOptions drain;
+  drain.own_addresses = LocalIpv4Addresses();
   return SelfDrainExitCode(RunSelfDrain(drain, runner, systemd, SystemClock()));
 }
 

@@ -131,6 +131,15 @@ Result<ControllerInfo> JoinSlurmCluster(RoleEnv& env, const JoinSetup& setup) {
     return Fail(ctl.error().WithContext("cannot find a ready Slurm controller through OneGate"));
   }
   log::Info("worker: controller {} at {} (VM {})", ctl->host, ctl->addr, ctl->vm_id);
+  if (auto other = ctl->names_of_others.find(*name); other != ctl->names_of_others.end()) {
+    // Two VMs under one name would share one Slurm node: jobs sent to the wrong VM, and one
+    // VM's shutdown removing the other's node.
+    return Fail(ErrorKind::kInvalidInput,
+                "the Slurm node name " + *name + " is already published by VM " +
+                    std::to_string(other->second) +
+                    " of this service: every worker needs its own name (leave SET_HOSTNAME "
+                    "empty on a role with several VMs: each is then named after its VM id)");
+  }
   auto own = host::SelectWorkerAddress(ctl->addr, ctl->nics, ctl->own_nics, env.context.vars);
   if (!own) return Fail(own.error());
   log::Info("worker: node {} on address {} ({})", *name, own->ip, own->how);
@@ -280,6 +289,8 @@ Result<ControllerInfo> ControllerFromService(const ServiceInfo& service, int own
         info.own_nics = node.vm->nics;
         info.own_published_name = node.vm->Attr(slurm::kAttrNodeName);
         info.own_published_key = node.vm->Attr(slurm::kAttrWorkerPublicKey);
+      } else if (node.vm && !node.vm->Attr(slurm::kAttrNodeName).empty()) {
+        info.names_of_others[node.vm->Attr(slurm::kAttrNodeName)] = node.vm_id;
       }
     }
   }

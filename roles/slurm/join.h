@@ -28,6 +28,8 @@ struct ControllerInfo {
   std::vector<VmNic> own_nics;        ///< this VM's NICs ({} when it is not listed yet)
   std::string own_published_name;     ///< this VM's SLURM_NODENAME as OneGate has it ("" if none)
   std::string own_published_key;      ///< this VM's SLURM_WORKER_PUBKEY as OneGate has it
+  /// SLURM_NODENAME -> VM id, for every other VM of the service that publishes one.
+  std::map<std::string, int> names_of_others;
   /// The controller VM's USER_TEMPLATE (what else it publishes, e.g. the portal's users).
   std::map<std::string, std::string> published;
 };

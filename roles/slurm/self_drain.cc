@@ -1,10 +1,16 @@
 #include "roles/slurm/self_drain.h"
 
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "common/log.h"
+#include "roles/host/address.h"
 #include "roles/slurm/nodes.h"
 #include "roles/slurm/slurm_client.h"
 
@@ -31,6 +37,22 @@ struct Run {
   // DOWN, then delete; sets report.was_registered / report.deleted.
   void RemoveNode(slurm::SlurmClient& client) {
     const std::string& node = report.node;
+    // 0. Only our own registration: the same name registered from another VM's address is
+    //    that VM's node (a duplicate name the join refused here), never removed by us.
+    if (!options.own_addresses.empty()) {
+      auto shown = client.ShowNode(node);
+      // NodeAddr may also be a name (the node's own): only an address can be foreign.
+      if (shown && shown->has_value() && host::ParseIpv4((*shown)->addr) &&
+          std::find(options.own_addresses.begin(), options.own_addresses.end(), (*shown)->addr) ==
+              options.own_addresses.end()) {
+        log::Warn(
+            "self-drain: node {} is registered from {}, no address of this VM: it is "
+            "another VM's node under the same name, left alone",
+            node, (*shown)->addr);
+        report.left_alone = true;
+        return;
+      }
+    }
     // 1. DOWN with a reason: the controller stops scheduling here at once, even if the delete
     //    fails; running jobs end (requeued when requeueable).
     if (!InBudget("DOWN")) return;
@@ -65,6 +87,21 @@ struct Run {
 };
 
 }  // namespace
+
+std::vector<std::string> LocalIpv4Addresses() {
+  std::vector<std::string> out;
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return out;
+  for (ifaddrs* a = list; a != nullptr; a = a->ifa_next) {
+    if (a->ifa_addr == nullptr || a->ifa_addr->sa_family != AF_INET) continue;
+    if ((a->ifa_flags & IFF_LOOPBACK) != 0) continue;
+    char text[INET_ADDRSTRLEN] = {};
+    auto* in = reinterpret_cast<sockaddr_in*>(a->ifa_addr);
+    if (inet_ntop(AF_INET, &in->sin_addr, text, sizeof text) != nullptr) out.emplace_back(text);
+  }
+  freeifaddrs(list);
+  return out;
+}
 
 std::string ShortHostname() {
   char buf[256] = {0};
@@ -114,7 +151,7 @@ Result<SelfDrainReport> RunSelfDrain(const SelfDrainOptions& options, ProcessRun
 
 int SelfDrainExitCode(const Result<SelfDrainReport>& result) {
   if (!result) return 1;
-  return result->deleted && result->slurmd_stop_requested ? 0 : 1;
+  return (result->deleted || result->left_alone) && result->slurmd_stop_requested ? 0 : 1;
 }
 
 }  // namespace onehpc

@@ -26,6 +26,9 @@ struct SelfDrainOptions {
   /// No Slurm call starts after this; slurmd is stopped regardless (TimeoutStopSec is 90 s).
   Duration budget{45000};
   std::string slurmd_unit = slurm::kSlurmdUnit;
+  /// This machine's IPv4 addresses. When given, a node registered from another address is
+  /// another VM's (the same name on two VMs): it is left alone. Empty: no check.
+  std::vector<std::string> own_addresses;
 };
 
 struct SelfDrainReport {
@@ -34,6 +37,8 @@ struct SelfDrainReport {
   bool was_registered = false;
   bool deleted = false;  ///< verified gone (or was never there)
   bool slurmd_stop_requested = false;
+  /// The node is registered from another VM's address: not ours to remove.
+  bool left_alone = false;
   std::vector<std::string> problems;  ///< each also logged
 };
 
@@ -42,12 +47,16 @@ struct SelfDrainReport {
 Result<SelfDrainReport> RunSelfDrain(const SelfDrainOptions& options, ProcessRunner& runner,
                                      Systemd& systemd, Clock& clock);
 
-/// Exit status for `one-hpc self-drain`: 0 when the node is gone (or was never registered) and
-/// the slurmd stop was requested, else 1 (shown in the journal; a shutdown goes on either way).
+/// Exit status for `one-hpc self-drain`: 0 when the node is gone (or was never registered, or
+/// is another VM's) and the slurmd stop was requested, else 1 (shown in the journal; a shutdown
+/// goes on either way).
 int SelfDrainExitCode(const Result<SelfDrainReport>& result);
 
 /// The short host name of this machine (up to the first '.'), "" on failure.
 std::string ShortHostname();
+
+/// The IPv4 addresses of this machine's interfaces (getifaddrs), loopback excluded.
+std::vector<std::string> LocalIpv4Addresses();
 
 }  // namespace onehpc
 

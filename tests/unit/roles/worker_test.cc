@@ -275,6 +275,25 @@ TEST_F(WorkerTest, BadPublishedKeyIsNamed) {
   EXPECT_EQ(keys_->requests, 0);
 }
 
+TEST_F(WorkerTest, ANameAnotherVmPublishesIsRefused) {
+  // A fixed SET_HOSTNAME on a role with several VMs: the second one must not join.
+  sim::VmSpec w;
+  w.nics.push_back(fakes::SimNic("10.0.0.8", "service"));
+  w.user_template = {{"SLURM_NODENAME", "gpu"}};
+  auto other = sim_.AddVm(service_, "worker", w);
+  vars_["SET_HOSTNAME"] = "gpu.lab";
+  Run();
+  ASSERT_FALSE(status_);
+  EXPECT_NE(status_.error().message.find("the Slurm node name gpu is already published by VM " +
+                                         std::to_string(other.id) + " of this service"),
+            std::string::npos)
+      << status_.error().message;
+  EXPECT_EQ(status_.error().kind, ErrorKind::kInvalidInput);
+  EXPECT_EQ(sim_.UserAttr(worker_.id, "SLURM_NODENAME"), "");  // nothing published
+  EXPECT_EQ(slurmd_starts_, 0);
+  EXPECT_EQ(keys_->requests, 0);
+}
+
 TEST_F(WorkerTest, AnImpostorsBoxIsRefusedAtOnce) {
   // Someone answers on the controller's address with a box of its own making (it knows this
   // VM's public key: it is published) but cannot have the controller's secret key.

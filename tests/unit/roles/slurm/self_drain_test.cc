@@ -56,6 +56,28 @@ TEST_F(SelfDrainTest, DownDeleteThenStopSlurmd) {
   }
 }
 
+TEST_F(SelfDrainTest, AnotherVmsNodeUnderTheSameNameIsLeftAlone) {
+  slurm_.nodes["slurm-one-worker-7"].addr = "10.0.0.8";  // registered by the other VM
+  options_.own_addresses = {"10.0.0.7", "192.0.2.7"};
+  log::Capture logs;
+  auto r = Run();
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_TRUE(r->left_alone);
+  EXPECT_FALSE(r->deleted);
+  EXPECT_EQ(SelfDrainExitCode(r), 0);
+  EXPECT_EQ(slurm_.nodes.count("slurm-one-worker-7"), 1u);  // neither DOWN nor deleted
+  EXPECT_EQ(m_.runner.Argvs(),
+            (std::vector<std::string>{"scontrol -o show node slurm-one-worker-7",
+                                      "systemctl --no-block stop slurmd.service"}));
+  EXPECT_TRUE(logs.Contains("registered from 10.0.0.8, no address of this VM"));
+  // Registered from one of ours: removed as usual.
+  slurm_.nodes["slurm-one-worker-7"].addr = "10.0.0.7";
+  auto own = Run();
+  ASSERT_TRUE(own);
+  EXPECT_TRUE(own->deleted);
+  EXPECT_TRUE(slurm_.nodes.empty());
+}
+
 TEST_F(SelfDrainTest, NotRegisteredIsFine) {
   auto r = Run();
   ASSERT_TRUE(r);
