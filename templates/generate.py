@@ -265,8 +265,19 @@ def network_spec(net):
 
 # ---- OneFlow service template (7.x) ---------------------------------------------------------
 
+def nic_spec(index, net, nets):
+    """A role's NIC on network `net`. On a network whose peers trust each other's addresses
+    (exports, the key server), OpenNebula's IP and MAC anti-spoofing filters are on."""
+    nic = {"NAME": f"NIC{index}", "NETWORK_ID": "$" + net}
+    if nets.get(net, {}).get("anti_spoofing"):
+        nic["FILTER_IP_SPOOFING"] = "YES"
+        nic["FILTER_MAC_SPOOFING"] = "YES"
+    return nic
+
+
 def service_template(svc, template_id=0):
     desc = svc.desc
+    nets = {n["name"]: n for n in desc.get("networks", [])}
     top = desc["service"]
     service_inputs, role_inputs = svc.inputs()
     doc = {"name": top["name"]}
@@ -289,8 +300,7 @@ def service_template(svc, template_id=0):
         for key in ("min_vms", "max_vms", "cooldown", "shutdown_action"):
             if key in r:
                 role[key] = r[key]
-        contents = {"NIC": [{"NAME": f"NIC{i}", "NETWORK_ID": "$" + net}
-                            for i, net in enumerate(r.get("networks", []))]}
+        contents = {"NIC": [nic_spec(i, net, nets) for i, net in enumerate(r.get("networks", []))]}
         contents.update(r.get("template_contents", {}))
         for name, value in r.get("wiring", {}).items():
             contents[name] = value

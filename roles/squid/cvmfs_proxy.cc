@@ -87,7 +87,21 @@ std::vector<SettingSpec> SoftwareProxySettings(const std::vector<std::string>& r
   nets.roles = roles;
   nets.pattern = kIpv4CidrPattern;
   nets.expected = "an IPv4 network in CIDR notation such as 10.1.0.0/24";
-  return {enabled, url, nets};
+
+  SettingSpec destinations;
+  destinations.name = kSquidDestinations;
+  destinations.type = SettingType::kList;
+  destinations.default_value = kDefaultDestinations;
+  destinations.description =
+      "The only servers the storage role's Squid fetches from: host names, or domains with a "
+      "leading dot (their subdomains too), over HTTP on ports 80 and 8000 (CernVM-FS stratum-1 "
+      "servers); never this VM, link-local addresses or any other destination.";
+  destinations.roles = roles;
+  destinations.pattern =
+      "\\.?[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}"
+      "[A-Za-z0-9])?)+";
+  destinations.expected = "a host name such as cvmfs.example.org or a domain such as .example.org";
+  return {enabled, url, nets, destinations};
 }
 
 Result<std::string> SiteProxyUrl(const Settings& settings) {
@@ -129,9 +143,23 @@ std::string RenderSquidConf(const SquidConfig& config) {
       "acl localnet src " +
       nets +
       "\n"
+      "# What it fetches: CernVM-FS over HTTP from ONEAPP_SQUID_DESTINATIONS, nothing else (no\n"
+      "# open proxy for jobs: never this VM, a link-local address, or any other server).\n"
+      "# -n: an address in a URL is never looked up backwards (its owner chooses that name).\n"
+      "acl cvmfs_servers dstdomain -n " +
+      fmt::format("{}", fmt::join(config.destinations, " ")) +
+      "\n"
+      "acl cvmfs_ports port " +
+      kStratumPorts +
+      "\n"
+      "acl link_local dst 169.254.0.0/16 fe80::/10\n"
       "http_access allow localhost manager\n"
       "http_access deny manager\n"
       "http_access deny CONNECT\n"
+      "http_access deny !cvmfs_ports\n"
+      "http_access deny to_localhost\n"
+      "http_access deny link_local\n"
+      "http_access deny !cvmfs_servers\n"
       "http_access allow localnet\n"
       "http_access allow localhost\n"
       "http_access deny all\n"
@@ -184,6 +212,11 @@ Status EnsureCvmfsProxy(RoleEnv& env, const std::string& compute_net) {
   SquidConfig config;
   config.nets = env.settings.GetList(kSquidNets);
   if (config.nets.empty()) config.nets = {compute_net};
+  config.destinations = env.settings.GetList(kSquidDestinations);
+  if (config.destinations.empty()) {  // a blank input: the default servers
+    std::istringstream defaults(kDefaultDestinations);
+    for (std::string d; defaults >> d;) config.destinations.push_back(d);
+  }
   log::Info("storage: CernVM-FS proxy (Squid) on :{} for {}", kSquidPort,
             fmt::join(config.nets, " "));
   std::string content = RenderSquidConf(config);

@@ -22,6 +22,12 @@ namespace onehpc::squid {
 inline constexpr char kProxyEnabled[] = "ONEAPP_SOFTWARE_PROXY_ENABLED";
 inline constexpr char kProxyUrl[] = "ONEAPP_SOFTWARE_PROXY_URL";
 inline constexpr char kSquidNets[] = "ONEAPP_SQUID_NETS";
+inline constexpr char kSquidDestinations[] = "ONEAPP_SQUID_DESTINATIONS";
+/// Where CernVM-FS fetches EESSI from: its stratum-1 servers and CERN's configuration
+/// repository (a domain with a leading dot includes its subdomains).
+inline constexpr char kDefaultDestinations[] = ".eessi.science .eessi-infra.org .cern.ch";
+/// The HTTP ports of CernVM-FS stratum-1 servers.
+inline constexpr char kStratumPorts[] = "80 8000";
 inline constexpr char kSquidConf[] = "/etc/squid/squid.conf";
 /// The packaged squid.conf, kept aside the first time one-hpc replaces it.
 inline constexpr char kSquidConfOriginal[] = "/etc/squid/squid.conf.one-hpc-orig";
@@ -46,6 +52,8 @@ Result<std::string> SiteProxyUrl(const Settings& settings);
 
 struct SquidConfig {
   std::vector<std::string> nets;  ///< IPv4 CIDRs of the `localnet` ACL (not empty)
+  /// Host names or .domains the proxy fetches from (not empty): nothing else.
+  std::vector<std::string> destinations;
 };
 
 /// The complete squid.conf of a CernVM-FS proxy.

@@ -403,8 +403,20 @@ def check_oneslurm(doc):
     want["worker: default 1, min_vms 1, max_vms 100"] = (
         w.get("cardinality"), w.get("min_vms"), w.get("max_vms")) == (1, 1, 100)
     want["cooldown 30 s"] = c.get("cooldown") == 30 and w.get("cooldown") == 30
+    want["anti-spoofing on every NIC of the Service network"] = spoof_filtered(doc, "Service")
     bad = [k for k, ok in want.items() if not ok]
     check("oneslurm: the shape the issue asks for", not bad, ", ".join(bad))
+
+
+def spoof_filtered(doc, network):
+    """Every NIC of every role on `network` has OpenNebula's IP and MAC anti-spoofing filters
+    (its peers trust addresses: NFS exports, the munge key server), and only those NICs."""
+    nics = [n for r in doc["roles"] for n in r.get("template_contents", {}).get("NIC", [])]
+    on = [n for n in nics if n.get("NETWORK_ID") == "$" + network]
+    others = [n for n in nics if n.get("NETWORK_ID") != "$" + network]
+    return bool(on) and all(n.get("FILTER_IP_SPOOFING") == "YES" and
+                            n.get("FILTER_MAC_SPOOFING") == "YES" for n in on) and not any(
+        "FILTER_IP_SPOOFING" in n for n in others)
 
 
 def check_ood(doc):
@@ -437,6 +449,7 @@ def check_ood(doc):
     # stale, so none may be wired.
     want["portal address followed through OneGate, not wired"] = (
         "${portal.template.context.ETH1_IP}" not in refs)
+    want["anti-spoofing on every NIC of the Compute network"] = spoof_filtered(doc, "Compute")
     bad = [k for k, ok in want.items() if not ok]
     check("open-ondemand: the shape the issue asks for", not bad, ", ".join(bad))
 

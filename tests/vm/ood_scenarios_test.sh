@@ -268,6 +268,20 @@ if [ "$out" = "alice alice" ]; then pass "srun -N2 as alice from the new portal"
 # The munge key: boxed for each worker by the portal's key server, never published (the first
 # portal and the new one, every worker, every CONTEXT CD so far).
 vm_check_key_secret "$PORTAL"
+# The passwords: only the portals' CDs carry ONEAPP_AUTH_LOCAL_USERS (a role input of the
+# portal alone); bob's clear password is nowhere, since it travels as a hash.
+leaks=""
+for iso in "$work"/*-context.iso*; do
+    [ -e "$iso" ] || continue
+    case ${iso##*/} in portal*) continue;; esac
+    grep -aq 'ONEAPP_AUTH_LOCAL_USERS\|alicepass1' "$iso" && leaks+=" ${iso##*/}"
+done
+if [ -z "$leaks" ]; then pass "no CONTEXT CD but the portals' holds ONEAPP_AUTH_LOCAL_USERS"
+else fail "no CONTEXT CD but the portals' holds ONEAPP_AUTH_LOCAL_USERS" "found on:$leaks"; fi
+docs=$(sim GET /_sim/vms; for n in "${!vm_id[@]}"; do sim GET "/_sim/vms/${vm_id[$n]}"; done)
+if ! grep -qF bobpass12 <<<"$docs" && ! grep -aqF bobpass12 "$work"/*-context.iso*; then
+    pass "bob's clear password is in no OneGate document and on no CONTEXT CD (it travels as a hash)"
+else fail "bob's clear password is in no OneGate document and on no CONTEXT CD"; fi
 for w in w1 w2; do
     if [ "$(vm_ssh "$w" 'sha256sum /etc/munge/munge.key' | cut -d' ' -f1)" = "$key_before" ]; then
         pass "$w: the portal's munge key (from its key server)"

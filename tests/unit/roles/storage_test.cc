@@ -890,13 +890,32 @@ TEST_F(SquidTest, PlanShowsTheSquidStepsAndChangesNothing) {
   EXPECT_FALSE(m_.Exists(squid::kSquidConfOriginal));
 }
 
+TEST(SquidRender, OnlyTheListedServersOverHttpAndNeverThisVm) {
+  squid::SquidConfig config;
+  config.nets = {"10.1.0.0/24"};
+  config.destinations = {".eessi.science", "cvmfs.example.org"};
+  std::string conf = squid::RenderSquidConf(config);
+  EXPECT_THAT(conf, HasSubstr("acl cvmfs_servers dstdomain -n .eessi.science cvmfs.example.org\n"));
+  EXPECT_THAT(conf, HasSubstr("acl cvmfs_ports port 80 8000\n"));
+  // Every deny comes before the allows.
+  auto allow = conf.find("http_access allow localnet");
+  for (const char* deny : {"http_access deny CONNECT", "http_access deny !cvmfs_ports",
+                           "http_access deny to_localhost", "http_access deny link_local",
+                           "http_access deny !cvmfs_servers"}) {
+    auto at = conf.find(deny);
+    ASSERT_NE(at, std::string::npos) << deny;
+    EXPECT_LT(at, allow) << deny;
+  }
+}
+
 TEST(SquidRender, DefaultsListed) {
   auto specs = StorageSettings();
   std::vector<std::string> names;
   for (const auto& s : specs) names.push_back(s.name);
   EXPECT_THAT(names,
               ::testing::ElementsAre("ONEAPP_HOME_NFS_ENABLED", "ONEAPP_SOFTWARE_PROXY_ENABLED",
-                                     "ONEAPP_SOFTWARE_PROXY_URL", "ONEAPP_SQUID_NETS"));
+                                     "ONEAPP_SOFTWARE_PROXY_URL", "ONEAPP_SQUID_NETS",
+                                     "ONEAPP_SQUID_DESTINATIONS"));
   auto s = Settings::Resolve(specs, {});
   ASSERT_TRUE(s);
   EXPECT_FALSE(s->GetBool("ONEAPP_SOFTWARE_PROXY_ENABLED"));
