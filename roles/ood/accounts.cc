@@ -59,16 +59,8 @@ struct ManagedAccount {
 using ManagedAccounts = std::map<std::string, ManagedAccount>;
 
 std::vector<std::string> SplitFields(std::string_view line) {
-  std::vector<std::string> fields;
-  size_t start = 0;
-  while (true) {
-    size_t colon = line.find(':', start);
-    fields.emplace_back(
-        line.substr(start, colon == std::string_view::npos ? colon : colon - start));
-    if (colon == std::string_view::npos) break;
-    start = colon + 1;
-  }
-  return fields;
+  auto views = ood::SplitFields(line, ':');
+  return std::vector<std::string>(views.begin(), views.end());
 }
 
 std::vector<std::string_view> Lines(std::string_view text) {

@@ -10,6 +10,18 @@
 #include "common/log.h"
 
 namespace onehpc::ood {
+
+std::vector<std::string_view> SplitFields(std::string_view line, char separator) {
+  std::vector<std::string_view> fields;
+  size_t start = 0;
+  while (true) {
+    size_t at = line.find(separator, start);
+    fields.push_back(line.substr(start, at == std::string_view::npos ? at : at - start));
+    if (at == std::string_view::npos) break;
+    start = at + 1;
+  }
+  return fields;
+}
 namespace {
 
 // Accounts and groups of Debian's base-passwd and of the packages the appliance image
@@ -149,16 +161,7 @@ std::string CryptFieldProblem(std::string_view field, const char* what, size_t m
 
 // The fields of "$id$f1$f2...": {"id", "f1", "f2", ...} (text starts with '$').
 std::vector<std::string_view> DollarFields(std::string_view text) {
-  std::vector<std::string_view> fields;
-  size_t start = 1;
-  while (true) {
-    size_t dollar = text.find('$', start);
-    fields.push_back(
-        text.substr(start, dollar == std::string_view::npos ? dollar : dollar - start));
-    if (dollar == std::string_view::npos) break;
-    start = dollar + 1;
-  }
-  return fields;
+  return SplitFields(text.substr(1), '$');
 }
 
 // yescrypt: $y$PARAMS$SALT$HASH. PARAMS encodes the flavour, N and r (at least 3 characters);

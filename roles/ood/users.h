@@ -83,6 +83,9 @@ bool IsReservedLoginName(std::string_view name);
 Result<std::vector<LocalUser>> ParseLocalUsers(std::string_view text,
                                                const LocalUserPolicy& policy = {});
 
+/// "a:b::c" split on `separator`: {"a", "b", "", "c"} (views into `line`).
+std::vector<std::string_view> SplitFields(std::string_view line, char separator);
+
 }  // namespace onehpc::ood
 
 #endif  // ONEHPC_ROLES_OOD_USERS_H_
