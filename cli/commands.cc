@@ -393,13 +393,12 @@ int CmdKeyServe(const CommonOptions& options) {
     }
     secrets.munge_key = **munge_key;
     log::AddSecret(Base64Encode(secrets.munge_key));
-    auto pair = files.ReadIfExists(slurm::kKeyServerKeyPath);
-    if (!pair || !pair->has_value() || (*pair)->size() != 2 * slurm::kBoxKeyBytes) {
+    auto pair = slurm::ReadBoxKeyPair(files, slurm::kKeyServerKeyPath);
+    if (!pair || !pair->has_value()) {
+      if (!pair) log::Error("key-serve: {}", pair.error().message);
       return slurm::RetryAnswer("the key server has no key pair yet");
     }
-    secrets.server.secret_key = (*pair)->substr(0, slurm::kBoxKeyBytes);
-    secrets.server.public_key = (*pair)->substr(slurm::kBoxKeyBytes);
-    log::AddSecret(Base64Encode(secrets.server.secret_key));
+    secrets.server = **pair;
     auto context = LoadForCommand(options, false);
     if (!context) {
       log::Error("key-serve: cannot read the VM's context: {}", context.error().message);

@@ -62,31 +62,39 @@ Result<BoxKeyPair> NewBoxKeyPair() {
   return pair;
 }
 
-Result<BoxKeyPair> EnsureBoxKeyPair(RoleEnv& env, const std::string& path, const std::string& why) {
+Result<std::optional<BoxKeyPair>> ReadBoxKeyPair(const Files& files, const std::string& path) {
   static_assert(crypto_box_PUBLICKEYBYTES == kBoxKeyBytes &&
                 crypto_box_SECRETKEYBYTES == kBoxKeyBytes);
   if (auto s = InitCrypto(); !s) return Fail(s.error());
-  auto existing = env.files.ReadIfExists(path);
+  auto existing = files.ReadIfExists(path);
+  if (!existing) return Fail(existing.error());
+  if (!existing->has_value()) return std::optional<BoxKeyPair>();
+  const std::string& data = **existing;
+  if (data.size() == 2 * kBoxKeyBytes) {
+    BoxKeyPair pair{data.substr(kBoxKeyBytes), data.substr(0, kBoxKeyBytes)};
+    std::string derived(kBoxKeyBytes, '\0');
+    if (crypto_scalarmult_base(Bytes(derived), Bytes(pair.secret_key)) == 0 &&
+        sodium_memcmp(derived.data(), pair.public_key.data(), kBoxKeyBytes) == 0) {
+      log::AddSecret(Base64Encode(pair.secret_key));
+      return std::optional<BoxKeyPair>(std::move(pair));
+    }
+  }
+  return Fail(ErrorKind::kUnsafe,
+              path + " is not a key pair one-hpc made (" + std::to_string(data.size()) +
+                  " bytes, expected " + std::to_string(2 * kBoxKeyBytes) +
+                  " whose second half is the public key of the first); move it away to "
+                  "have a new pair made");
+}
+
+Result<BoxKeyPair> EnsureBoxKeyPair(RoleEnv& env, const std::string& path, const std::string& why) {
+  auto existing = ReadBoxKeyPair(env.files, path);
   if (!existing) return Fail(existing.error());
   if (existing->has_value()) {
-    const std::string& data = **existing;
-    BoxKeyPair pair;
-    if (data.size() == 2 * kBoxKeyBytes) {
-      pair.secret_key = data.substr(0, kBoxKeyBytes);
-      pair.public_key = data.substr(kBoxKeyBytes);
-      std::string derived(kBoxKeyBytes, '\0');
-      if (crypto_scalarmult_base(Bytes(derived), Bytes(pair.secret_key)) == 0 &&
-          sodium_memcmp(derived.data(), pair.public_key.data(), kBoxKeyBytes) == 0) {
-        auto s = EnsureFile(env, path, data, 0600, FileOwner{"root", "root"}, why);
-        if (!s) return Fail(s.error());
-        return pair;
-      }
-    }
-    return Fail(ErrorKind::kUnsafe,
-                path + " is not a key pair one-hpc made (" + std::to_string(data.size()) +
-                    " bytes, expected " + std::to_string(2 * kBoxKeyBytes) +
-                    " whose second half is the public key of the first); move it away to "
-                    "have a new pair made");
+    const BoxKeyPair& pair = **existing;
+    auto s = EnsureFile(env, path, pair.secret_key + pair.public_key, 0600,
+                        FileOwner{"root", "root"}, why);
+    if (!s) return Fail(s.error());
+    return pair;
   }
   auto pair = NewBoxKeyPair();
   if (!pair) return Fail(pair.error());

@@ -15,11 +15,13 @@
 #ifndef ONEHPC_ROLES_SLURM_KEY_DELIVERY_H_
 #define ONEHPC_ROLES_SLURM_KEY_DELIVERY_H_
 
+#include <optional>
 #include <string>
 
 #include "common/clock.h"
 #include "common/error.h"
 #include "context/onegate_json.h"
+#include "roles/os/files.h"
 
 namespace onehpc {
 struct RoleEnv;
@@ -48,6 +50,11 @@ Status InitCrypto();
 
 /// A new key pair from the kernel's random source.
 Result<BoxKeyPair> NewBoxKeyPair();
+
+/// The key pair stored at `path` (secret key then public key, 64 bytes): nullopt when the file
+/// is missing, kUnsafe when it is not a pair (another size, or a public key that does not
+/// belong to the secret key).
+Result<std::optional<BoxKeyPair>> ReadBoxKeyPair(const Files& files, const std::string& path);
 
 /// The key pair stored at `path` (secret key then public key, 64 bytes, 0600 root): made
 /// once, then read at every run. A file of another shape, or whose public key does not belong

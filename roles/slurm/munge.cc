@@ -37,6 +37,22 @@ Result<std::string> RandomBytes(size_t n) {
   return out;
 }
 
+namespace {
+
+// A new key's state: changed, and (outside a dry run) fresh random bytes, a log secret.
+Result<MungeKeyState> NewKeyState(RoleEnv& env) {
+  MungeKeyState state{"", true};
+  if (!env.plan.dry_run()) {
+    auto key = RandomBytes(kMungeKeyBytes);
+    if (!key) return Fail(key.error());
+    state.key = *key;
+    log::AddSecret(Base64Encode(state.key));
+  }
+  return state;
+}
+
+}  // namespace
+
 Status CheckMungeKey(const std::string& key) {
   if (key.size() < kMungeKeyMinBytes || key.size() > kMungeKeyMaxBytes) {
     return Fail(ErrorKind::kInvalidInput,
@@ -70,14 +86,9 @@ Result<MungeKeyState> EnsureControllerMungeKey(RoleEnv& env) {
   } else {
     why = "the existing key is unusable (" + CheckMungeKey(**existing).error().message + ")";
   }
-  MungeKeyState state;
-  state.changed = true;
-  if (!env.plan.dry_run()) {
-    auto key = RandomBytes(kMungeKeyBytes);
-    if (!key) return Fail(key.error());
-    state.key = *key;
-    log::AddSecret(Base64Encode(state.key));
-  }
+  auto fresh = NewKeyState(env);
+  if (!fresh) return Fail(fresh.error());
+  MungeKeyState state = std::move(*fresh);
   auto s = env.plan.Do(
       "generate a new munge key in " + std::string(kMungeKeyPath), why, [&]() -> Status {
         if (existing->has_value() && !env.files.Exists(kMungeKeyBackupPath)) {
@@ -138,13 +149,9 @@ Result<MungeKeyState> EnsureSharedMungeKey(RoleEnv& env, const std::string& shar
 }
 
 Result<MungeKeyState> WriteNewMungeKey(RoleEnv& env, const std::string& shared_path) {
-  MungeKeyState state{"", true};
-  if (!env.plan.dry_run()) {
-    auto key = RandomBytes(kMungeKeyBytes);
-    if (!key) return Fail(key.error());
-    state.key = *key;
-    log::AddSecret(Base64Encode(state.key));
-  }
+  auto fresh = NewKeyState(env);
+  if (!fresh) return Fail(fresh.error());
+  MungeKeyState state = std::move(*fresh);
   std::string where =
       shared_path.empty() ? std::string(kMungeKeyPath) : shared_path + " and " + kMungeKeyPath;
   auto s = env.plan.Do("write a new munge key to " + where, "the operator rotates the key",
