@@ -119,9 +119,11 @@ class PortalRole : public Role {
       if (!h) return Fail(h.error());
       in.host = *h;
     }
-    auto addr = host::ComputeAddress(env.context.vars);
-    if (!addr) return Fail(addr.error());
-    in.addr = *addr;
+    auto nic = host::FindComputeNic(
+        env.context.vars, env.settings.GetString(host::kComputeNetworkSetting), env.onegate);
+    if (!nic) return Fail(nic.error());
+    in.addr = nic->nic.ip;
+    log::Info("portal: compute address {} ({})", in.addr, nic->how);
     in.servername = env.settings.GetString(ood::kPortalHostName);
     if (in.servername.empty()) in.servername = host::ContextNics(env.context.vars).front().ip;
     ood::ClusterYamlInput own;

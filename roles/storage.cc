@@ -10,6 +10,7 @@
 #include "roles/ensure.h"
 #include "roles/host/container.h"
 #include "roles/nfs/exports.h"
+#include "roles/ood/settings.h"
 #include "roles/squid/cvmfs_proxy.h"
 
 namespace onehpc {
@@ -30,12 +31,13 @@ class StorageRole : public Role {
   std::vector<SettingSpec> Settings() const override { return StorageSettings(); }
 
   Status Configure(RoleEnv& env) override {
-    auto net = nfs::ComputeNetwork(env.context.vars);
+    std::string how;
+    auto net = ComputeNetworkOf(env, &how);
     if (!net) return Fail(net.error());
     // The software-cache inputs are checked before anything changes.
     if (auto url = squid::SiteProxyUrl(env.settings); !url) return Fail(url.error());
     bool external_home = env.settings.GetBool(kHomeNfsEnabled);
-    log::Info("storage: compute network {}; homes {}", *net,
+    log::Info("storage: compute network {} ({}); homes {}", *net, how,
               external_home ? "on the site's NFS server (ONEAPP_HOME_NFS_ENABLED)"
                             : "served from this VM");
 
@@ -81,6 +83,35 @@ class StorageRole : public Role {
   }
 
  private:
+  // The CIDR of the compute NIC. When only OneGate could tell which NIC that is and OneGate
+  // does not answer (down at a reboot), the network the last configure chose, as long as one
+  // of this VM's NICs is still on it: the exports never move to another network on their own.
+  static Result<std::string> ComputeNetworkOf(RoleEnv& env, std::string* how) {
+    const std::string setting = env.settings.GetString(host::kComputeNetworkSetting);
+    auto nic = host::FindComputeNic(env.context.vars, setting, env.onegate);
+    if (nic) {
+      *how = nic->how;
+      return nfs::ComputeNetwork(nic->nic);
+    }
+    const bool onegate_failed = nic.error().kind == ErrorKind::kNetwork;
+    if (onegate_failed) {
+      if (auto text = env.files.ReadIfExists(nfs::kStateFile); text && text->has_value()) {
+        if (auto state = nfs::ParseStateJson(**text); state && !state->compute_net.empty()) {
+          for (const auto& c : host::ContextNics(env.context.vars)) {
+            if (nfs::CidrContains(state->compute_net, c.ip)) {
+              log::Warn("storage: {}; keeping the compute network of the last configure, {}",
+                        nic.error().message, state->compute_net);
+              *how = "the last configure's, ETH" + std::to_string(c.index) +
+                     " (OneGate did not answer)";
+              return state->compute_net;
+            }
+          }
+        }
+      }
+    }
+    return Fail(nic.error());
+  }
+
   // Where the homes live: the site's server (nothing looked at), the root filesystem (in a
   // container), or the ood-home disk. Returns whether they are on a mounted data disk.
   Result<bool> EnsureHomes(RoleEnv& env, bool external_home, bool container) {
@@ -146,7 +177,7 @@ std::vector<SettingSpec> StorageSettings() {
       "workers mount it, and the storage role neither looks at a disk nor exports /export/home "
       "(the Slurm state and software exports still run).";
   home.roles = {ood::kStorageRole};
-  std::vector<SettingSpec> specs = {home};
+  std::vector<SettingSpec> specs = {home, ood::ComputeNetworkSetting()};
   for (auto& spec : squid::SoftwareProxySettings({ood::kStorageRole})) specs.push_back(spec);
   return specs;
 }

@@ -267,8 +267,13 @@ def network_spec(net):
 
 def nic_spec(index, net, nets):
     """A role's NIC on network `net`. On a network whose peers trust each other's addresses
-    (exports, the key server), OpenNebula's IP and MAC anti-spoofing filters are on."""
-    nic = {"NAME": f"NIC{index}", "NETWORK_ID": "$" + net}
+    (exports, the key server), OpenNebula's IP and MAC anti-spoofing filters are on. A network
+    with a `nic_name` gives its NIC that NAME: one-hpc finds the compute NIC by it
+    (ONEAPP_COMPUTE_NETWORK empty), never by its position."""
+    name = nets.get(net, {}).get("nic_name") or f"NIC{index}"
+    if not re.fullmatch(r"[a-z][a-z0-9_]{0,31}", name) and name != f"NIC{index}":
+        raise GenerateError(f"network {net}: nic_name {name!r} must match [a-z][a-z0-9_]*")
+    nic = {"NAME": name, "NETWORK_ID": "$" + net}
     if nets.get(net, {}).get("anti_spoofing"):
         nic["FILTER_IP_SPOOFING"] = "YES"
         nic["FILTER_MAC_SPOOFING"] = "YES"

@@ -72,6 +72,8 @@ std::vector<ContextNic> ContextNics(const ContextVars& vars) {
     nic.ip = value;
     auto mask = vars.find("ETH" + digits + "_MASK");
     if (mask != vars.end()) nic.mask = mask->second;
+    auto mac = vars.find("ETH" + digits + "_MAC");
+    if (mac != vars.end()) nic.mac = mac->second;
     nics.push_back(nic);
   }
   std::sort(nics.begin(), nics.end(),
@@ -132,14 +134,153 @@ Result<AddressChoice> SelectWorkerAddress(const std::string& controller_addr,
                   "; context NICs: " + (tried.empty() ? "none" : tried) + ")");
 }
 
-Result<std::string> ComputeAddress(const ContextVars& vars) {
-  auto nics = ContextNics(vars);
-  if (nics.empty()) {
-    return Fail(ErrorKind::kInvalidInput,
-                "the context has no ETHn_IP: an Open OnDemand VM needs its compute network "
-                "(NETWORK=YES in CONTEXT)");
+namespace {
+
+std::string Lower(std::string text) {
+  std::transform(text.begin(), text.end(), text.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return text;
+}
+
+std::string Describe(const std::vector<ContextNic>& nics) {
+  std::string out;
+  for (const auto& nic : nics) {
+    out += (out.empty() ? "" : ", ") + ("ETH" + std::to_string(nic.index) + "_IP=" + nic.ip);
   }
-  return nics.back().ip;
+  return out.empty() ? "none" : out;
+}
+
+std::string Describe(const std::vector<VmNic>& nics) {
+  std::string out;
+  for (const auto& nic : nics) {
+    std::string id = nic.network_id.empty() ? "" : " (id " + nic.network_id + ")";
+    out += (out.empty() ? "" : ", ") +
+           ((nic.name.empty() ? "NIC " + nic.nic_id : nic.name) + " " +
+            (nic.ip.empty() ? "without IPv4" : nic.ip) + " on '" + nic.network + "'" + id);
+  }
+  return out.empty() ? "none" : out;
+}
+
+// The ETHn of the context that is OneGate's NIC `nic`: same MAC, else same address.
+std::optional<ContextNic> InContext(const std::vector<ContextNic>& context, const VmNic& nic) {
+  if (!nic.mac.empty()) {
+    for (const auto& c : context) {
+      if (!c.mac.empty() && Lower(c.mac) == Lower(nic.mac)) return c;
+    }
+  }
+  for (const auto& c : context) {
+    if (!nic.ip.empty() && c.ip == nic.ip) return c;
+  }
+  return std::nullopt;
+}
+
+Result<ComputeNic> Matched(const std::vector<ContextNic>& context, const VmNic& nic,
+                           const std::string& how) {
+  auto c = InContext(context, nic);
+  if (!c) {
+    return Fail(ErrorKind::kInvalidInput,
+                "the compute NIC (" + how + ", MAC " + nic.mac + ", address " + nic.ip +
+                    ") has no IPv4 address in the context (" + Describe(context) +
+                    "): NETWORK=YES in CONTEXT gives the VM its ETHn_IP variables");
+  }
+  return ComputeNic{*c, how + ", ETH" + std::to_string(c->index)};
+}
+
+}  // namespace
+
+bool ComputeNicNeedsOneGate(const ContextVars& vars, const std::string& network) {
+  return !network.empty() || ContextNics(vars).size() > 1;
+}
+
+Result<ComputeNic> ChooseComputeNic(const ContextVars& vars, const std::string& network,
+                                    const std::vector<VmNic>* own_nics) {
+  auto context = ContextNics(vars);
+  if (context.empty()) {
+    return Fail(ErrorKind::kInvalidInput,
+                "no IPv4 address in the context (ETH0_IP, ETH1_IP...): an Open OnDemand VM "
+                "needs a NIC on the compute network and NETWORK=YES in CONTEXT");
+  }
+  const std::string setting = kComputeNetworkSetting;
+  if (!network.empty()) {
+    if (own_nics == nullptr) {
+      return Fail(ErrorKind::kInvalidInput,
+                  setting + "='" + network +
+                      "' names the compute network, but OneGate, which tells this VM's "
+                      "networks, is not available (TOKEN=YES in CONTEXT)");
+    }
+    for (const auto& nic : *own_nics) {
+      if (nic.network == network || (!nic.network_id.empty() && nic.network_id == network)) {
+        return Matched(context, nic, "network '" + nic.network + "' (" + setting + ")");
+      }
+    }
+    return Fail(ErrorKind::kInvalidInput,
+                setting + "='" + network +
+                    "': this VM has no NIC on a virtual network of that name or id (its NICs: " +
+                    Describe(*own_nics) + "); expected the name or id of the compute network");
+  }
+  if (own_nics != nullptr) {
+    for (const auto& nic : *own_nics) {
+      if (Lower(nic.name) == kComputeNicName) {
+        return Matched(context, nic, std::string("the NIC named '") + kComputeNicName + "'");
+      }
+    }
+  }
+  if (context.size() == 1) {
+    return ComputeNic{context.front(), "the only NIC, ETH" + std::to_string(context.front().index)};
+  }
+  return Fail(ErrorKind::kInvalidInput,
+              "this VM has " + std::to_string(context.size()) + " NICs (" + Describe(context) +
+                  ") and none is named '" + kComputeNicName + "'" +
+                  (own_nics == nullptr ? std::string(" (OneGate not available to tell)")
+                                       : " (" + Describe(*own_nics) + ")") +
+                  ": set " + setting +
+                  " to the name or id of the compute network, or name its NIC '" + kComputeNicName +
+                  "' in the VM template (NIC = [ NAME = \"" + kComputeNicName +
+                  "\", ... ]); the exports and the Squid proxy trust that network");
+}
+
+Result<std::vector<VmNic>> OwnNics(OneGateClient& onegate, int vm_id, bool with_network_ids) {
+  if (with_network_ids) {
+    auto service = onegate.GetService(true);
+    if (!service)
+      return Fail(service.error().WithContext("reading this VM's networks from OneGate"));
+    for (const auto& role : service->roles) {
+      for (const auto& node : role.nodes) {
+        if (node.vm_id == vm_id && node.vm) return node.vm->nics;
+      }
+    }
+    return Fail(ErrorKind::kNotFound,
+                "VM " + std::to_string(vm_id) + " is not a node of its service document");
+  }
+  auto vm = onegate.GetVm();
+  if (!vm) return Fail(vm.error().WithContext("reading this VM's NICs from OneGate"));
+  return vm->nics;
+}
+
+Result<ComputeNic> FindComputeNic(const ContextVars& vars, const std::string& network,
+                                  OneGateClient* onegate) {
+  if (!ComputeNicNeedsOneGate(vars, network) || onegate == nullptr) {
+    return ChooseComputeNic(vars, network, nullptr);
+  }
+  int vm_id = -1;
+  if (auto it = vars.find("VMID"); it != vars.end() && !it->second.empty() &&
+                                   it->second.size() < 10 &&
+                                   std::all_of(it->second.begin(), it->second.end(),
+                                               [](char c) { return c >= '0' && c <= '9'; })) {
+    vm_id = std::stoi(it->second);
+  }
+  auto nics = OwnNics(*onegate, vm_id, false);
+  if (!nics) return Fail(nics.error());
+  auto choice = ChooseComputeNic(vars, network, &*nics);
+  // GET /vm names each NIC's network but not its id: a numeric setting that matched no
+  // network name is looked up in the extended service document, which has NETWORK_ID.
+  if (!choice && !network.empty() &&
+      std::all_of(network.begin(), network.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    auto full = OwnNics(*onegate, vm_id, true);
+    if (!full) return Fail(full.error());
+    return ChooseComputeNic(vars, network, &*full);
+  }
+  return choice;
 }
 
 }  // namespace onehpc::host

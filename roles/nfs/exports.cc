@@ -53,20 +53,12 @@ bool CidrContains(const std::string& cidr, const std::string& ip) {
   return net && mask && addr && (*addr & *mask) == (*net & *mask);
 }
 
-Result<std::string> ComputeNetwork(const ContextVars& vars) {
-  auto nics = host::ContextNics(vars);
-  if (nics.empty()) {
-    return Fail(ErrorKind::kInvalidInput,
-                "no IPv4 address in the context (ETH0_IP, ETH1_IP...): the storage role needs "
-                "a NIC on the compute network and NETWORK=YES in CONTEXT");
-  }
-  const auto& last = nics.back();
-  std::string var = "ETH" + std::to_string(last.index) + "_MASK";
-  std::string mask = last.mask.empty() ? "24" : last.mask;
-  auto cidr = NetworkCidr(last.ip, mask);
+Result<std::string> ComputeNetwork(const host::ContextNic& nic) {
+  std::string var = "ETH" + std::to_string(nic.index) + "_MASK";
+  auto cidr = NetworkCidr(nic.ip, nic.mask.empty() ? "24" : nic.mask);
   if (!cidr) {
     return Fail(ErrorKind::kInvalidInput,
-                var + "='" + last.mask + "' is not a network mask (expected e.g. 255.255.255.0)");
+                var + "='" + nic.mask + "' is not a network mask (expected e.g. 255.255.255.0)");
   }
   return *cidr;
 }

@@ -21,6 +21,7 @@
 #include "common/error.h"
 #include "context/context_file.h"
 #include "context/onegate.h"
+#include "roles/host/address.h"
 #include "roles/names.h"
 #include "roles/os/files.h"
 #include "roles/os/process.h"
@@ -40,10 +41,9 @@ std::optional<std::string> NetworkCidr(const std::string& ip, const std::string&
 /// True when `ip` lies inside `cidr`.
 bool CidrContains(const std::string& cidr, const std::string& ip);
 
-/// The compute network of this VM: the last NIC of the context (highest ETHn_IP, as the
-/// Open OnDemand template puts Management on NIC0 and Compute on NIC1) with its ETHn_MASK
-/// (/24 when absent). kInvalidInput naming the variables when there is no IPv4 NIC.
-Result<std::string> ComputeNetwork(const ContextVars& vars);
+/// The compute network of this VM: the CIDR of its compute NIC (host::FindComputeNic) with
+/// its ETHn_MASK (/24 when absent). kInvalidInput naming the variable when the mask is bad.
+Result<std::string> ComputeNetwork(const host::ContextNic& nic);
 
 struct ExportsConfig {
   std::string compute_net;              ///< CIDR, root_squash clients

@@ -1,5 +1,6 @@
 #include "roles/ood/settings.h"
 
+#include "roles/host/address.h"
 #include "roles/ood/users.h"
 #include "roles/slurm/controller_setup.h"
 
@@ -74,11 +75,27 @@ std::vector<SettingSpec> PortalSettings() {
   cluster.pattern = "[a-z][a-z0-9_-]{0,31}";
   cluster.expected = "a lower-case identifier such as site or hpc2";
 
-  std::vector<SettingSpec> specs = {users, host, site, site_host, title, cluster};
+  std::vector<SettingSpec> specs = {
+      users, host, site, site_host, title, cluster, ComputeNetworkSetting()};
   for (auto& spec : SharedNfsSettings()) specs.push_back(spec);
   // The service template sets it to the workers' max_vms.
   specs.push_back(MaxNodesSetting(kPortalRole));
   return specs;
+}
+
+SettingSpec ComputeNetworkSetting() {
+  SettingSpec net;
+  net.name = host::kComputeNetworkSetting;
+  net.type = SettingType::kString;
+  net.description =
+      "The OpenNebula virtual network (name or numeric id) of this VM's compute NIC, whose "
+      "addresses the exports and the Squid proxy trust; empty means the NIC the service "
+      "template names 'compute', or the VM's only NIC. Never the last NIC: a NIC added later "
+      "moves nothing.";
+  net.roles = {kStorageRole, kPortalRole};
+  net.pattern = "[^\\x00-\\x1f\\x7f]{1,128}";
+  net.expected = "a virtual network's name or id, up to 128 printable characters";
+  return net;
 }
 
 std::vector<SettingSpec> OodWorkerSettings() { return SharedNfsSettings(); }

@@ -25,6 +25,8 @@ inline constexpr const char* kSiteSlurmCluster = "ONEAPP_SITE_SLURM_CLUSTER";
 /// The portal's settings: local users, public name, the site's Slurm cluster, the NFS
 /// sources (SharedNfsSettings) and MaxNodeCount.
 std::vector<SettingSpec> PortalSettings();
+/// ONEAPP_COMPUTE_NETWORK, read by the storage and the portal (host::FindComputeNic).
+SettingSpec ComputeNetworkSetting();
 
 /// The ood-worker's settings: the NFS sources. Not the local users: the worker takes names
 /// and uids from the portal (OOD_USERS) and refuses to start with ONEAPP_AUTH_LOCAL_USERS in

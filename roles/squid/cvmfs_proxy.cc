@@ -83,7 +83,7 @@ std::vector<SettingSpec> SoftwareProxySettings(const std::vector<std::string>& r
   nets.type = SettingType::kList;
   nets.description =
       "Networks allowed to use the storage role's Squid (IPv4 CIDRs); empty means the compute "
-      "network (the CIDR of the last NIC).";
+      "network (the CIDR of the compute NIC, see ONEAPP_COMPUTE_NETWORK).";
   nets.roles = roles;
   nets.pattern = kIpv4CidrPattern;
   nets.expected = "an IPv4 network in CIDR notation such as 10.1.0.0/24";

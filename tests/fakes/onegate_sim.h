@@ -18,8 +18,9 @@ inline sim::RoleSpec SimRole(const std::string& name, int cardinality) {
   return r;
 }
 inline sim::NicSpec SimNic(const std::string& ip, const std::string& network,
-                           const std::string& network_id = "1") {
+                           const std::string& network_id = "1", const std::string& name = "") {
   sim::NicSpec n;
+  n.name = name;
   n.ip = ip;
   n.network = network;
   n.network_id = network_id;

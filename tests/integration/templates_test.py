@@ -450,6 +450,11 @@ def check_ood(doc):
     want["portal address followed through OneGate, not wired"] = (
         "${portal.template.context.ETH1_IP}" not in refs)
     want["anti-spoofing on every NIC of the Compute network"] = spoof_filtered(doc, "Compute")
+    # one-hpc finds the compute NIC by this name (host::kComputeNicName), never by position.
+    compute_nics = [n for r in doc["roles"] for n in r.get("template_contents", {}).get("NIC", [])
+                    if n.get("NETWORK_ID") == "$Compute"]
+    want["every role's Compute NIC is named 'compute'"] = len(compute_nics) == 3 and all(
+        n.get("NAME") == "compute" for n in compute_nics)
     bad = [k for k, ok in want.items() if not ok]
     check("open-ondemand: the shape the issue asks for", not bad, ", ".join(bad))
 

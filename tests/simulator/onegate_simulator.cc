@@ -21,7 +21,7 @@
 //   PUT    /_sim/services/:id/state       {"state":N or -1}
 //   PUT    /_sim/services/:id/roles/:role/state  {"state":N or -1}
 //   POST   /_sim/vms                      {"service_id","role", vm} -> {"id","token"}
-//          vm: {"name","nics":[{"ip","mac","network","network_id"}],"context":{},
+//          vm: {"name","nics":[{"ip","mac","network","network_id","name"}],"context":{},
 //               "user_template":{},"user_vectors":{},"state","lcm_state"}
 //   GET    /_sim/vms                      [{"id","name","service_id","role","state",...}]
 //   GET    /_sim/vms/:id                  {"id","token","service_id","role","vm":{VM hash}}
@@ -30,6 +30,7 @@
 //   DELETE /_sim/vms/:id/user_template/:key
 //   PUT    /_sim/vms/:id/state            {"state","lcm_state"}
 //   PUT    /_sim/vms/:id/nics/:index      {"ip"}
+//   POST   /_sim/vms/:id/nics             {"ip","mac","network","network_id","name"} (attach)
 //   POST   /_sim/vms/:id/terminate        {"hard":bool}
 //   GET    /_sim/terminations
 //   POST   /_sim/faults                   {"kind":"status|hang|slow|truncated|malformed|reset",
@@ -701,7 +702,7 @@ struct OneGateSimulator::Impl {
       nic.mac = !ns.mac.empty() ? ns.mac : MacFor(nic.ip, vm.id, i);
       nic.network = ns.network;
       nic.network_id = ns.network_id;
-      nic.name = "NIC" + std::to_string(i);
+      nic.name = ns.name.empty() ? "NIC" + std::to_string(i) : ns.name;
       vm.nics.push_back(nic);
     }
     vm.context = spec.context;
@@ -1474,6 +1475,7 @@ VmSpec VmSpecFromJson(const Json& j) {
       nic.mac = n.value("mac", "");
       nic.network = n.value("network", "");
       nic.network_id = n.value("network_id", "");
+      nic.name = n.value("name", "");
       spec.nics.push_back(nic);
     }
   }
@@ -1538,6 +1540,7 @@ void OneGateSimulator::Impl::HandleOperator(const httplib::Request& req, httplib
   auto vm_sub = MatchPath(p, "/_sim/vms/#/:");
   const auto vm_attr = MatchPath(p, "/_sim/vms/#/user_template/:");
   const auto vm_nic = MatchPath(p, "/_sim/vms/#/nics/#");
+  const auto vm_nics = MatchPath(p, "/_sim/vms/#/nics");
   try {
     if (method == "GET" && p == "/_sim/health") {
       reply(200, Json{{"ok", true}});
@@ -1657,6 +1660,15 @@ void OneGateSimulator::Impl::HandleOperator(const httplib::Request& req, httplib
       if (!owner->EraseUserAttr(std::stoi((*vm_attr)[0]), (*vm_attr)[1])) {
         return fail(404, "no such attribute");
       }
+      reply(200, Json::object());
+    } else if (vm_nics && method == "POST") {
+      NicSpec nic;
+      nic.ip = body.value("ip", "");
+      nic.mac = body.value("mac", "");
+      nic.network = body.value("network", "");
+      nic.network_id = body.value("network_id", "");
+      nic.name = body.value("name", "");
+      if (!owner->AddNic(std::stoi((*vm_nics)[0]), nic)) return fail(404, "no such VM");
       reply(200, Json::object());
     } else if (vm_nic && method == "PUT") {
       if (!owner->SetNicIp(std::stoi((*vm_nic)[0]), std::stoi((*vm_nic)[1]),
@@ -1895,6 +1907,21 @@ bool OneGateSimulator::SetNicIp(int vm_id, int nic_index, const std::string& ip)
   Vm* vm = impl_->FindVm(vm_id);
   if (!vm || nic_index < 0 || nic_index >= static_cast<int>(vm->nics.size())) return false;
   vm->nics[nic_index].ip = ip;
+  return true;
+}
+
+bool OneGateSimulator::AddNic(int vm_id, const NicSpec& ns) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  Vm* vm = impl_->FindVm(vm_id);
+  if (!vm) return false;
+  const size_t index = vm->nics.size();
+  Nic nic;
+  nic.ip = ns.ip;
+  nic.mac = !ns.mac.empty() ? ns.mac : Impl::MacFor(nic.ip, vm->id, index);
+  nic.network = ns.network;
+  nic.network_id = ns.network_id;
+  nic.name = ns.name.empty() ? "NIC" + std::to_string(index) : ns.name;
+  vm->nics.push_back(nic);
   return true;
 }
 

@@ -20,7 +20,8 @@ struct NicSpec {
   std::string mac;
   std::string network;  ///< network name
   std::string network_id;
-};  // NIC NAME is "NIC<index>"
+  std::string name;  ///< NIC NAME; "" = "NIC<index>" as OpenNebula names an unnamed NIC
+};
 
 struct VmSpec {
   std::string name;  ///< default "<role>_<n>_(service_<id>)"
@@ -156,6 +157,8 @@ class OneGateSimulator {
   bool SetVmState(int vm_id, int state, int lcm_state);
   /// Gives NIC `nic_index` of a VM an address (a node that gets its IP late).
   bool SetNicIp(int vm_id, int nic_index, const std::string& ip);
+  /// Attaches a NIC (onevm nic-attach): it becomes the VM's last NIC.
+  bool AddNic(int vm_id, const NicSpec& nic);
   /// Operator-side USER_TEMPLATE change (no OneGate rules applied).
   bool SetUserAttr(int vm_id, const std::string& key, const std::string& value);
   bool EraseUserAttr(int vm_id, const std::string& key);

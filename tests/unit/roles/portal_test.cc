@@ -28,9 +28,9 @@ class PortalPlanTest : public ::testing::Test {
     m_.Write("/etc/passwd", "root:x:0:0:root:/root:/bin/bash\n");
     m_.Write("/etc/group", "root:x:0:\n");
     m_.Write("/etc/shadow", "root:*:19000:0:99999:7:::\n");
-    vars_ = {{"ETH0_IP", "192.168.10.4"},
-             {"ETH1_IP", "10.0.1.23"},
-             {"ETH1_MASK", "24"},
+    // One NIC (without OneGate, several need ONEAPP_COMPUTE_NETWORK or a NIC named compute).
+    vars_ = {{"ETH0_IP", "10.0.1.23"},
+             {"ETH0_MASK", "24"},
              {"VMID", "7"},
              {ood::kNfsHost, "10.0.1.5"},
              {ood::kLocalUsersVar, "alice:Wonderland-42 bob:Builder-4242:20001"}};
@@ -151,17 +151,39 @@ TEST_F(PortalPlanTest, WorkerMountsHomesAndSoftwareButNotTheState) {
   EXPECT_THAT(plan, Not(HasSubstr("/export/slurm")));
 }
 
+TEST_F(PortalPlanTest, TheComputeAddressIsTheNicNamedComputeNotTheLast) {
+  sim::OneGateSimulator sim;
+  ASSERT_GT(sim.Start(), 0);
+  int service = sim.CreateService("Open OnDemand", {fakes::SimRole("portal", 1)});
+  sim::VmSpec spec;
+  spec.nics = {fakes::SimNic("192.168.10.4", "Management", "0"),
+               fakes::SimNic("10.0.1.23", "Compute", "1", "compute"),
+               fakes::SimNic("172.16.0.9", "Backup", "2")};  // attached later: the last NIC
+  auto vm = sim.AddVm(service, "portal", spec);
+  CurlTransport http;
+  OneGateClient onegate(fakes::SimConfig(sim, vm), http, m_.clock);
+  vars_.erase("ETH0_MASK");
+  vars_["ETH0_IP"] = "192.168.10.4";
+  vars_["ETH1_IP"] = "10.0.1.23";
+  vars_["ETH2_IP"] = "172.16.0.9";
+  vars_["VMID"] = std::to_string(vm.id);
+  auto role = MakePortalRole();
+  RoleRun run(m_, *role, vars_, &onegate, PlanMode::kDryRun);
+  auto status = role->Configure(*run.env);
+  ASSERT_TRUE(status) << status.error().message << "\n" << run.plan.Render();
+  EXPECT_THAT(run.plan.Render(), HasSubstr("10.0.1.23"));
+  EXPECT_THAT(run.plan.Render(), Not(HasSubstr("172.16.0.9")));
+  // Without OneGate, three NICs and no ONEAPP_COMPUTE_NETWORK: refused, nothing planned.
+  RoleRun blind(m_, *role, vars_, nullptr, PlanMode::kDryRun);
+  auto refused = role->Configure(*blind.env);
+  ASSERT_FALSE(refused);
+  EXPECT_THAT(refused.error().message, HasSubstr("ONEAPP_COMPUTE_NETWORK"));
+}
+
 TEST(OodWorkerNameTest, FromSetHostnameOrVmid) {
   EXPECT_EQ(*OodWorkerNodeName({{"VMID", "42"}}), "ood-worker-42");
   EXPECT_EQ(*OodWorkerNodeName({{"VMID", "42"}, {"SET_HOSTNAME", "gpu1.example.org"}}), "gpu1");
   EXPECT_FALSE(OodWorkerNodeName({}));
-}
-
-TEST(ComputeAddressTest, LastNicOfTheContext) {
-  EXPECT_EQ(*host::ComputeAddress({{"ETH0_IP", "192.168.10.4"}, {"ETH1_IP", "10.0.1.23"}}),
-            "10.0.1.23");
-  EXPECT_EQ(*host::ComputeAddress({{"ETH0_IP", "10.0.0.3"}}), "10.0.0.3");
-  EXPECT_FALSE(host::ComputeAddress({}));
 }
 
 }  // namespace

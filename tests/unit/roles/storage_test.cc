@@ -34,10 +34,8 @@ using fakes::FakeMounts;
 class StorageTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    vars_ = {{"ETH0_IP", "192.168.1.10"},
-             {"ETH0_MASK", "255.255.255.0"},
-             {"ETH1_IP", "10.1.0.3"},
-             {"ETH1_MASK", "255.255.255.0"}};
+    // One NIC: the compute NIC without asking OneGate (StorageOneGateTest has two).
+    vars_ = {{"ETH0_IP", "10.1.0.3"}, {"ETH0_MASK", "255.255.255.0"}};
     m_.runner.On({"mkfs.ext4"}, [this](const Command& c) {
       const std::string& dev = c.argv.back();
       disks_.writes.push_back(dev);
@@ -451,14 +449,11 @@ TEST_F(StorageTest, NoComputeNicIsAClearError) {
 
 // ---- exports -------------------------------------------------------------------------------
 
-TEST(ExportsTest, ComputeNetworkIsTheLastNic) {
-  EXPECT_EQ(*nfs::ComputeNetwork({{"ETH0_IP", "192.168.1.10"},
-                                  {"ETH0_MASK", "255.255.255.0"},
-                                  {"ETH1_IP", "10.1.2.3"},
-                                  {"ETH1_MASK", "255.255.0.0"}}),
-            "10.1.0.0/16");
-  EXPECT_EQ(*nfs::ComputeNetwork({{"ETH0_IP", "10.1.2.3"}}), "10.1.2.0/24");
-  auto bad = nfs::ComputeNetwork({{"ETH0_IP", "10.1.2.3"}, {"ETH0_MASK", "255.0.255.0"}});
+TEST(ExportsTest, ComputeNetworkIsTheNicsCidr) {
+  host::ContextNic nic{1, "10.1.2.3", "255.255.0.0", ""};
+  EXPECT_EQ(*nfs::ComputeNetwork(nic), "10.1.0.0/16");
+  EXPECT_EQ(*nfs::ComputeNetwork({0, "10.1.2.3", "", ""}), "10.1.2.0/24");
+  auto bad = nfs::ComputeNetwork({0, "10.1.2.3", "255.0.255.0", ""});
   ASSERT_FALSE(bad);
   EXPECT_THAT(bad.error().message, HasSubstr("ETH0_MASK='255.0.255.0'"));
 }
@@ -651,8 +646,14 @@ class StorageOneGateTest : public StorageTest {
                                   {fakes::SimRole("storage", 1), fakes::SimRole("portal", 1)});
     sim::VmSpec storage;
     storage.nics = {fakes::SimNic("192.168.1.10", "Management", "0"),
-                    fakes::SimNic("10.1.0.3", "Compute", "1")};
+                    fakes::SimNic("10.1.0.3", "Compute", "1", "compute")};
     vm_ = sim_.AddVm(service_, "storage", storage);
+    // Management on ETH0, compute on ETH1 (the NIC the template names "compute").
+    vars_ = {{"ETH0_IP", "192.168.1.10"},
+             {"ETH0_MASK", "255.255.255.0"},
+             {"ETH1_IP", "10.1.0.3"},
+             {"ETH1_MASK", "255.255.255.0"},
+             {"VMID", std::to_string(vm_.id)}};
     client_ = std::make_unique<OneGateClient>(fakes::SimConfig(sim_, vm_), http_, m_.clock);
     onegate_ = client_.get();
   }
@@ -720,6 +721,71 @@ TEST_F(StorageOneGateTest, PortalAddressChangeThroughOneGate) {
   std::string exports = m_.Read(nfs::kExportsFile);
   EXPECT_THAT(exports, HasSubstr("10.1.0.8(rw,sync,no_subtree_check,no_root_squash"));
   EXPECT_THAT(exports, Not(HasSubstr("10.1.0.5")));
+}
+
+// ---- the compute NIC: by its name or by ONEAPP_COMPUTE_NETWORK, never by its position -------
+
+TEST_F(StorageOneGateTest, ANicAttachedLaterMovesNeitherTheExportsNorSquid) {
+  AddPortal("10.1.0.5");
+  MustConfigure();
+  const std::string exports = m_.Read(nfs::kExportsFile);
+  const std::string squid = m_.Read(squid::kSquidConf);
+  EXPECT_THAT(exports, HasSubstr("10.1.0.0/24(rw"));
+  // onevm nic-attach: the CD gets ETH2 (the context's last NIC now), OneGate a third NIC.
+  ASSERT_TRUE(sim_.AddNic(vm_.id, fakes::SimNic("172.16.9.3", "Backup", "9")));
+  vars_["ETH2_IP"] = "172.16.9.3";
+  vars_["ETH2_MASK"] = "255.255.255.0";
+  auto again = MustConfigure();
+  EXPECT_EQ(m_.Read(nfs::kExportsFile), exports);
+  EXPECT_EQ(m_.Read(squid::kSquidConf), squid);
+  EXPECT_THAT(again.run->plan.Render(), Not(HasSubstr("172.16.9.")));
+}
+
+TEST_F(StorageOneGateTest, TheSettingNamesTheNetworkByNameOrId) {
+  AddPortal("10.1.0.5");
+  vars_[host::kComputeNetworkSetting] = "Management";
+  MustConfigure();
+  EXPECT_THAT(m_.Read(nfs::kExportsFile), HasSubstr("192.168.1.0/24(rw"));
+  vars_[host::kComputeNetworkSetting] = "1";  // Compute's id: in the extended document only
+  MustConfigure();
+  std::string exports = m_.Read(nfs::kExportsFile);
+  EXPECT_THAT(exports, HasSubstr("10.1.0.0/24(rw"));
+  EXPECT_THAT(exports, Not(HasSubstr("192.168.1.")));
+  vars_[host::kComputeNetworkSetting] = "Storage-net";
+  auto bad = Configure();
+  ASSERT_FALSE(bad.status);
+  EXPECT_EQ(bad.status.error().kind, ErrorKind::kInvalidInput);
+  EXPECT_THAT(bad.status.error().message, HasSubstr("ONEAPP_COMPUTE_NETWORK='Storage-net'"));
+  EXPECT_THAT(bad.status.error().message, HasSubstr("'Compute'"));
+  EXPECT_EQ(m_.Read(nfs::kExportsFile), exports);  // nothing changed
+}
+
+TEST_F(StorageOneGateTest, TwoUnnamedNicsAreRefusedBeforeAnyChange) {
+  sim::VmSpec unnamed;
+  unnamed.nics = {fakes::SimNic("192.168.1.11", "Management", "0"),
+                  fakes::SimNic("10.1.0.4", "Compute", "1")};
+  auto vm = sim_.AddVm(service_, "storage", unnamed);
+  OneGateClient other(fakes::SimConfig(sim_, vm), http_, m_.clock);
+  onegate_ = &other;
+  vars_ = {{"ETH0_IP", "192.168.1.11"}, {"ETH1_IP", "10.1.0.4"}, {"VMID", std::to_string(vm.id)}};
+  auto r = Configure();
+  ASSERT_FALSE(r.status);
+  EXPECT_EQ(r.status.error().kind, ErrorKind::kInvalidInput);
+  EXPECT_THAT(r.status.error().message, HasSubstr("set ONEAPP_COMPUTE_NETWORK"));
+  EXPECT_TRUE(r.run->Changes().empty()) << r.run->plan.Render();
+  onegate_ = client_.get();
+}
+
+TEST_F(StorageOneGateTest, OneGateDownAtRebootKeepsTheComputeNetwork) {
+  AddPortal("10.1.0.5");
+  MustConfigure();
+  const std::string exports = m_.Read(nfs::kExportsFile);
+  auto down = fakes::SimFault(sim::FaultKind::kStatus, 503, "down");
+  down.path_prefix = "/";
+  sim_.InjectFault(down);
+  auto again = MustConfigure();
+  EXPECT_EQ(m_.Read(nfs::kExportsFile), exports);
+  EXPECT_TRUE(again.run->Changes().empty()) << again.run->plan.Render();
 }
 
 // ---- the software cache (Squid for CernVM-FS) ----------------------------------------------
@@ -913,9 +979,9 @@ TEST(SquidRender, DefaultsListed) {
   std::vector<std::string> names;
   for (const auto& s : specs) names.push_back(s.name);
   EXPECT_THAT(names,
-              ::testing::ElementsAre("ONEAPP_HOME_NFS_ENABLED", "ONEAPP_SOFTWARE_PROXY_ENABLED",
-                                     "ONEAPP_SOFTWARE_PROXY_URL", "ONEAPP_SQUID_NETS",
-                                     "ONEAPP_SQUID_DESTINATIONS"));
+              ::testing::ElementsAre("ONEAPP_HOME_NFS_ENABLED", "ONEAPP_COMPUTE_NETWORK",
+                                     "ONEAPP_SOFTWARE_PROXY_ENABLED", "ONEAPP_SOFTWARE_PROXY_URL",
+                                     "ONEAPP_SQUID_NETS", "ONEAPP_SQUID_DESTINATIONS"));
   auto s = Settings::Resolve(specs, {});
   ASSERT_TRUE(s);
   EXPECT_FALSE(s->GetBool("ONEAPP_SOFTWARE_PROXY_ENABLED"));

@@ -85,5 +85,100 @@ TEST(SelectWorkerAddressTest, NoMatchIsAClearError) {
   EXPECT_FALSE(SelectWorkerAddress("not-an-ip", {}, {}, vars));
 }
 
+// ---- the compute NIC of an Open OnDemand VM ------------------------------------------------
+
+VmNic Full(std::string name, std::string ip, std::string mac, std::string network,
+           std::string network_id) {
+  VmNic n = Nic(std::move(name), std::move(ip), std::move(network));
+  n.mac = std::move(mac);
+  n.network_id = std::move(network_id);
+  return n;
+}
+
+// Management on NIC0, compute on NIC1, and a third NIC attached later: the context's last NIC
+// is the new one, the compute NIC stays ETH1.
+const ContextVars kThreeNics = {
+    {"ETH0_IP", "192.0.2.10"}, {"ETH0_MAC", "02:00:c0:00:02:0a"}, {"ETH0_MASK", "255.255.255.0"},
+    {"ETH1_IP", "10.1.0.7"},   {"ETH1_MAC", "02:00:0a:01:00:07"}, {"ETH1_MASK", "255.255.0.0"},
+    {"ETH2_IP", "172.16.9.3"}, {"ETH2_MAC", "02:00:ac:10:09:03"}, {"ETH2_MASK", "255.255.255.0"}};
+const std::vector<VmNic> kThreeOwn = {
+    Full("NIC0", "192.0.2.10", "02:00:c0:00:02:0a", "public", "0"),
+    Full("compute", "10.1.0.7", "02:00:0A:01:00:07", "hpc-compute", "7"),
+    Full("NIC2", "172.16.9.3", "02:00:ac:10:09:03", "backup", "9")};
+
+TEST(ComputeNicTest, TheNicNamedComputeNotTheLast) {
+  auto nic = ChooseComputeNic(kThreeNics, "", &kThreeOwn);
+  ASSERT_TRUE(nic) << nic.error().message;
+  EXPECT_EQ(nic->nic.index, 1);  // matched by MAC, case-insensitively
+  EXPECT_EQ(nic->nic.mask, "255.255.0.0");
+  EXPECT_NE(nic->how.find("named 'compute'"), std::string::npos) << nic->how;
+}
+
+TEST(ComputeNicTest, TheSettingNamesTheNetworkByNameOrId) {
+  auto by_name = ChooseComputeNic(kThreeNics, "backup", &kThreeOwn);
+  ASSERT_TRUE(by_name) << by_name.error().message;
+  EXPECT_EQ(by_name->nic.ip, "172.16.9.3");
+  EXPECT_NE(by_name->how.find("ONEAPP_COMPUTE_NETWORK"), std::string::npos);
+  auto by_id = ChooseComputeNic(kThreeNics, "0", &kThreeOwn);
+  ASSERT_TRUE(by_id) << by_id.error().message;
+  EXPECT_EQ(by_id->nic.ip, "192.0.2.10");
+  auto unknown = ChooseComputeNic(kThreeNics, "hpc", &kThreeOwn);
+  ASSERT_FALSE(unknown);
+  EXPECT_EQ(unknown.error().kind, ErrorKind::kInvalidInput);
+  EXPECT_NE(unknown.error().message.find("ONEAPP_COMPUTE_NETWORK='hpc'"), std::string::npos);
+  EXPECT_NE(unknown.error().message.find("'hpc-compute' (id 7)"), std::string::npos)
+      << unknown.error().message;
+  auto no_onegate = ChooseComputeNic(kThreeNics, "backup", nullptr);
+  ASSERT_FALSE(no_onegate);
+  EXPECT_NE(no_onegate.error().message.find("TOKEN=YES"), std::string::npos);
+}
+
+TEST(ComputeNicTest, MatchedByAddressWithoutMac) {
+  ContextVars vars = {{"ETH0_IP", "192.0.2.10"}, {"ETH1_IP", "10.1.0.7"}};
+  std::vector<VmNic> own = {Nic("NIC0", "192.0.2.10", "public"),
+                            Nic("compute", "10.1.0.7", "hpc-compute")};
+  auto nic = ChooseComputeNic(vars, "", &own);
+  ASSERT_TRUE(nic) << nic.error().message;
+  EXPECT_EQ(nic->nic.index, 1);
+  EXPECT_EQ(nic->nic.mask, "");
+}
+
+TEST(ComputeNicTest, OneNicIsTheComputeNic) {
+  ContextVars vars = {{"ETH0_IP", "10.0.0.3"}};
+  EXPECT_FALSE(ComputeNicNeedsOneGate(vars, ""));
+  EXPECT_TRUE(ComputeNicNeedsOneGate(vars, "hpc"));
+  auto nic = ChooseComputeNic(vars, "", nullptr);
+  ASSERT_TRUE(nic) << nic.error().message;
+  EXPECT_EQ(nic->nic.ip, "10.0.0.3");
+  auto none = ChooseComputeNic({}, "", nullptr);
+  ASSERT_FALSE(none);
+  EXPECT_NE(none.error().message.find("NETWORK=YES"), std::string::npos);
+}
+
+TEST(ComputeNicTest, SeveralUnnamedNicsAreRefusedNeverTheLast) {
+  std::vector<VmNic> own = {kThreeOwn[0], kThreeOwn[2]};
+  own.push_back(Full("NIC1", "10.1.0.7", "02:00:0a:01:00:07", "hpc-compute", "7"));
+  EXPECT_TRUE(ComputeNicNeedsOneGate(kThreeNics, ""));
+  for (const std::vector<VmNic>* nics : {&own, static_cast<std::vector<VmNic>*>(nullptr)}) {
+    auto r = ChooseComputeNic(kThreeNics, "", nics);
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error().kind, ErrorKind::kInvalidInput);
+    EXPECT_NE(r.error().message.find("set ONEAPP_COMPUTE_NETWORK"), std::string::npos)
+        << r.error().message;
+    EXPECT_NE(r.error().message.find("ETH2_IP=172.16.9.3"), std::string::npos);
+  }
+}
+
+TEST(ComputeNicTest, ANamedNicMissingFromTheContextIsAnError) {
+  ContextVars vars = {{"ETH0_IP", "192.0.2.10"},
+                      {"ETH0_MAC", "02:00:c0:00:02:0a"},
+                      {"ETH1_IP", "10.1.0.8"},
+                      {"ETH1_MAC", "02:00:0a:01:00:08"}};
+  auto r = ChooseComputeNic(vars, "", &kThreeOwn);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("has no IPv4 address in the context"), std::string::npos)
+      << r.error().message;
+}
+
 }  // namespace
 }  // namespace onehpc::host
