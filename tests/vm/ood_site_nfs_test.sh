@@ -4,7 +4,16 @@
 # portal, and a fourth VM outside the service that plays the site's NFS server (the
 # open-ondemand image's kernel NFS server, set up by hand over SSH as a site administrator
 # would; one-hpc's own configure there fails, having no role, and touches nothing). One NIC
-# each on a private bridge (10.79.2.0/24), the OneGate simulator, a CONTEXT CD per VM.
+# each on a private bridge (10.79.2.0/24), the OneGate simulator, a CONTEXT CD per VM; the
+# storage VM has a management NIC first (10.79.12.0/24, ETH0) and its compute NIC second
+# (ETH1, named "compute" as the service template names it).
+#
+# Issue 13 (the compute NIC is named, never the last NIC), PASS/FAIL lines:
+#   - the storage VM exports to and lets Squid serve the compute network, not the management
+#     network of its first NIC;
+#   - a third NIC is hot-plugged (qemu monitor, as onevm nic-attach does) with a new CONTEXT CD
+#     (ETH2 now the last NIC): the reconfigure that udev starts keeps the exports and Squid's
+#     localnet byte for byte and names the NIC it chose.
 #
 # Scenario 11 (issue 12), each a PASS/FAIL line:
 #   - the site server exports /srv/homes with root_squash to the whole network: the portal
@@ -27,7 +36,7 @@ set -uo pipefail
 . "$(dirname "$0")/vm_lib.sh"
 vm_begin ood_site_nfs
 
-NET=10.79.2
+NET=10.79.2 MGMT=10.79.12 HOT=10.79.22
 STO_IP=$NET.11 PORTAL_IP=$NET.12 SITE_IP=$NET.30
 SITE_EXPORT=/srv/homes
 HOME_NFS=("ONEAPP_HOME_NFS_ENABLED=YES" "ONEAPP_HOME_NFS_SERVER=$SITE_IP"
@@ -43,6 +52,7 @@ vm_new site open-ondemand storage "$SITE_IP" "ONEAPP_ROLE=" || vm_report
 service_id=$in_service
 log "booting site (the site's NFS server, VM ${vm_id[site]}, outside the service, $SITE_IP)"
 vm_boot site 768
+vm_mgmt[storage]=$MGMT.11  # NIC0 management, NIC1 (the lab's) named compute
 vm_new storage open-ondemand storage "$STO_IP" "ONEAPP_HOME_NFS_ENABLED=YES" || vm_report
 log "booting storage (storage, VM ${vm_id[storage]}, $STO_IP)"
 vm_boot storage 1024
@@ -62,6 +72,43 @@ out=$(vm_ssh storage 'exportfs -s' 2>&1)
 if grep -q '^/export/software ' <<<"$out" && ! grep -q '^/export/home ' <<<"$out"; then
     pass "storage exports the software tree, not /export/home (ONEAPP_HOME_NFS_ENABLED=YES)"
 else fail "storage exports the software tree, not /export/home" "$out"; fi
+
+# ---- the compute NIC is named (issue 13): a NIC attached later moves nothing ----------------------
+trusted() {  # what the storage VM trusts: its exports file and Squid's localnet
+    vm_ssh storage 'cat /etc/exports.d/one-hpc.exports; grep "^acl localnet" /etc/squid/squid.conf'
+}
+before=$(trusted 2>&1)
+if grep -q "^/export/software  *$NET.0/24(" <<<"$before" && grep -qx "acl localnet src $NET.0/24" <<<"$before" &&
+   ! grep -q "$MGMT\." <<<"$before"; then
+    pass "storage with a management NIC first: exports and Squid's localnet on the compute NIC's network $NET.0/24, never $MGMT.0/24"
+else fail "storage with a management NIC first: exports and Squid's localnet on the compute network $NET.0/24" "$before"; fi
+reconfigure_log() {
+    vm_ssh storage 'journalctl -b -u one-hpc-reconfigure.service -o cat --no-pager' 2>/dev/null
+}
+runs_before=$(reconfigure_log | grep -c 'one-hpc configure finished')
+reconfigured() {  # one more configure of one-hpc-reconfigure.service finished (the guest's clock is not used)
+    [ "$(vm_ssh storage 'systemctl is-active one-hpc-reconfigure.service' 2>/dev/null)" != activating ] &&
+        [ "$(reconfigure_log | grep -c 'one-hpc configure finished')" -gt "$runs_before" ]
+}
+log "a third NIC hot-plugged into storage ($HOT.11), then its new CONTEXT CD (ETH2, the last NIC)"
+t0=$(now_ms)
+if out=$(vm_attach_nic storage "$HOT.11" Backup 9 2>&1) &&
+   out=$(vm_change_cd storage open-ondemand storage "ONEAPP_HOME_NFS_ENABLED=YES" "ETH2_IP=$HOT.11" \
+             "ETH2_MAC=$(mac_of "$HOT.11")" "ETH2_MASK=255.255.255.0" "ETH2_NETWORK=$HOT.0" 2>&1); then
+    pass "qemu: a NIC hot-plugged into storage and its new CONTEXT CD in the drive"
+else fail "qemu: a NIC hot-plugged into storage and its new CONTEXT CD in the drive" "$out"; fi
+if wait_until 300 reconfigured; then
+    out=$(vm_ssh storage "ip -o link | grep -ci $(mac_of "$HOT.11")" 2>&1; reconfigure_log | grep 'compute network' | tail -n1)
+    after=$(trusted 2>&1)
+    if [ "$after" = "$before" ] && grep -q "(the NIC named 'compute', ETH1)" <<<"$out" && ! grep -q "$HOT\." <<<"$after"; then
+        pass "after the NIC attach, the reconfigure ($(secs_since_ms "$t0") s) kept the exports and Squid's localnet byte for byte: $(tail -n1 <<<"$out")"
+    else fail "after the NIC attach, the reconfigure kept the exports and Squid's localnet" "$out
+before: $before
+after: $after"; fi
+else
+    fail "after the NIC attach, one-hpc-reconfigure.service reconfigures storage" \
+        "$(vm_ssh storage 'journalctl -b -u one-hpc-reconfigure.service -o cat --no-pager | tail -n 20' 2>&1)"
+fi
 
 site_exports() {  # site_exports LINE: /etc/exports.d/site.exports on the site VM, then exportfs -ra
     vm_ssh site "mkdir -p $SITE_EXPORT /etc/exports.d && printf '%s\n' '$1' > /etc/exports.d/site.exports &&

@@ -36,6 +36,11 @@ vm_test="" work="" ns="" net="" sim_pid="" watchdog_pid="" accel="" accel_why=""
 ready_timeout=900 image="" deb="" base="" base_seconds="" build_seconds="" service_id=""
 passed=0 failed=0 test_t0=$(date +%s)
 declare -A qemu_pid=() vm_id=() vm_token=() vm_ip=() vm_mac=() vm_tap=() boot_ms=() ready_seconds=()
+# vm_mgmt[NAME]=IP before vm_new: the VM gets a management NIC first (NIC0/ETH0, network
+# "Management", IP/24 on the same bridge, nobody else on it) and its lab NIC becomes NIC1/ETH1,
+# named "compute" as the Open OnDemand template names it.
+declare -A vm_mgmt=() vm_mgmt_mac=() vm_mgmt_tap=()
+ntaps=0 tap_made=""
 declare -a vm_results=()
 
 pass() { echo "PASS $1"; passed=$((passed + 1)); }
@@ -310,6 +315,11 @@ vm_ssh() {  # vm_ssh NAME COMMAND...   (one string is best: ssh joins its argume
 make_context() {
     local name=$1 appliance=$2 role=$3 dir=$work/$1-context; shift 3
     rm -rf "$dir"; mkdir -p "$dir"
+    if [ -n "${vm_mgmt[$name]:-}" ]; then  # management on ETH0, the lab NIC on ETH1
+        set -- "ETH0_IP=${vm_mgmt[$name]}" "ETH0_MAC=${vm_mgmt_mac[$name]}" \
+            "ETH0_NETWORK=${vm_mgmt[$name]%.*}.0" "ETH1_IP=${vm_ip[$name]}" \
+            "ETH1_MAC=${vm_mac[$name]}" "ETH1_MASK=255.255.255.0" "ETH1_NETWORK=$net.0" "$@"
+    fi
     "$PY" - "$VM_SRC" "$appliance" "$role" "${vm_ip[$name]}" "${vm_mac[$name]}" "${vm_id[$name]}" \
         "$net" "$(cat "$work/ssh-key.pub")" "$dir" "$@" <<'EOF'
 import json, os, sys
@@ -371,15 +381,33 @@ vm_check_key_secret() {
     fi
 }
 
+mac_of() {  # mac_of IP: the lab's MAC for an address, 02:00 and the four octets
+    local octets
+    IFS=. read -r -a octets <<<"$1"
+    printf '02:00:%02x:%02x:%02x:%02x' "${octets[@]}"
+}
+
+new_tap() {  # new_tap: a new tap on the lab's bridge, named in $tap_made (no subshell: counts)
+    tap_made=tap$ntaps
+    ntaps=$((ntaps + 1))
+    in_ns ip tuntap add dev "$tap_made" mode tap
+    in_ns ip link set "$tap_made" master br0 up
+}
+
 # vm_new NAME APPLIANCE ROLE IP [KEY=VALUE...]: the VM in the simulated service (a new VM id
 # and token), its MAC (from the IP), tap and CONTEXT ISO; not booted. NAME may be used again
 # for a new VM (a re-created one): it gets a new id, token and overlay.
 vm_new() {
     local name=$1 appliance=$2 role=$3 ip=$4 reply mac; shift 4
-    local idx=${name//[!0-9]/} octets
-    IFS=. read -r -a octets <<<"$ip"
-    mac=$(printf '02:00:%02x:%02x:%02x:%02x' "${octets[@]}")
-    reply=$(sim POST /_sim/vms "{\"service_id\":$service_id,\"role\":\"$role\",\"name\":\"${role}_${idx:-0}_(service_$service_id)\",\"nics\":[{\"ip\":\"$ip\",\"mac\":\"$mac\",\"network\":\"Service\",\"network_id\":\"0\"}]}")
+    local idx=${name//[!0-9]/} nics
+    mac=$(mac_of "$ip")
+    nics="{\"ip\":\"$ip\",\"mac\":\"$mac\",\"network\":\"Service\",\"network_id\":\"0\"}"
+    if [ -n "${vm_mgmt[$name]:-}" ]; then
+        vm_mgmt_mac[$name]=$(mac_of "${vm_mgmt[$name]}")
+        nics="{\"ip\":\"${vm_mgmt[$name]}\",\"mac\":\"${vm_mgmt_mac[$name]}\",\"network\":\"Management\",\"network_id\":\"1\"},${nics%\}},\"name\":\"compute\"}"
+        [ -n "${vm_mgmt_tap[$name]:-}" ] || { new_tap; vm_mgmt_tap[$name]=$tap_made; }
+    fi
+    reply=$(sim POST /_sim/vms "{\"service_id\":$service_id,\"role\":\"$role\",\"name\":\"${role}_${idx:-0}_(service_$service_id)\",\"nics\":[$nics]}")
     vm_id[$name]=$(json_get 'd.get("id")' <<<"$reply")
     vm_token[$name]=$(json_get 'd.get("token")' <<<"$reply")
     if [ -z "${vm_id[$name]}" ] || [ -z "${vm_token[$name]}" ]; then
@@ -387,11 +415,7 @@ vm_new() {
         return 1
     fi
     vm_ip[$name]=$ip vm_mac[$name]=$mac
-    if [ -z "${vm_tap[$name]:-}" ]; then
-        vm_tap[$name]=tap${#vm_tap[@]}
-        in_ns ip tuntap add dev "${vm_tap[$name]}" mode tap
-        in_ns ip link set "${vm_tap[$name]}" master br0 up
-    fi
+    [ -n "${vm_tap[$name]:-}" ] || { new_tap; vm_tap[$name]=$tap_made; }
     make_context "$name" "$appliance" "$role" "$@"
 }
 
@@ -404,17 +428,67 @@ vm_boot() {
     shift; [ $# -eq 0 ] || shift
     local -a disks=()
     for d in "$@"; do disks+=(-drive "file=$d,if=virtio,format=raw,cache=none"); done
+    local -a mgmt=()
+    [ -z "${vm_mgmt_tap[$name]:-}" ] ||
+        mgmt=(-netdev "tap,id=n1,ifname=${vm_mgmt_tap[$name]},script=no,downscript=no"
+              -device "virtio-net-pci,netdev=n1,mac=${vm_mgmt_mac[$name]}")
     [ -f "$work/$name.qcow2" ] || qemu-img create -q -f qcow2 -b "$image" -F qcow2 "$work/$name.qcow2"
     boot_ms[$name]=$(now_ms)
     ip netns exec "$ns" qemu-system-x86_64 -name "$name" -accel "$accel" -smp 2 -m "$mem" \
         -drive "file=$work/$name.qcow2,if=virtio,format=qcow2,discard=unmap" \
         "${disks[@]}" \
         -drive "file=$work/$name-context.iso,media=cdrom,if=ide,readonly=on,id=cd0" \
+        "${mgmt[@]}" \
         -netdev "tap,id=n0,ifname=${vm_tap[$name]},script=no,downscript=no" \
         -device "virtio-net-pci,netdev=n0,mac=${vm_mac[$name]}" \
         -display none -monitor "unix:$work/$name.monitor,server=on,wait=off" \
         -serial "file:$work/$name.console" 2>>"$work/$name.qemu.log" &
     qemu_pid[$name]=$!
+}
+
+# vm_monitor NAME COMMAND: one command on the VM's qemu monitor; an error message fails (a CD
+# drive that is locked is retried for 60 s).
+vm_monitor() {
+    "$PY" - "$work/$1.monitor" "$2" <<'EOF'
+import socket, sys, time
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(10)
+s.connect(sys.argv[1])
+cmd = sys.argv[2]
+def until_prompt():
+    out = b""
+    while not out.endswith(b"(qemu) "):
+        chunk = s.recv(4096)
+        if not chunk:
+            break
+        out += chunk
+    return out.decode(errors="replace")
+until_prompt()
+deadline = time.monotonic() + 60
+while True:
+    s.sendall(cmd.encode() + b"\n")
+    reply = until_prompt()
+    # The monitor echoes the command; anything else before the prompt is an error message.
+    lines = [l for l in reply.replace("\r", "").split("\n")
+             if l.strip() and "(qemu)" not in l and cmd.split(",")[0] not in l]
+    if not lines:
+        break
+    if "locked" not in lines[0] or time.monotonic() > deadline:  # a CD in use: retried
+        sys.exit("qemu monitor: " + " ".join(lines))
+    time.sleep(1)
+EOF
+}
+
+# vm_attach_nic NAME IP NETWORK NETWORK_ID: onevm nic-attach on the running VM: a new tap, a
+# virtio NIC hot-plugged through qemu's monitor (MAC from the IP), the NIC in OneGate (the VM's
+# last). The caller then gives the VM its new CD (vm_change_cd with the ETHn_* variables).
+vm_attach_nic() {
+    local name=$1 ip=$2 mac id
+    mac=$(mac_of "$ip") id=hot$ntaps
+    new_tap
+    vm_monitor "$name" "netdev_add tap,id=$id,ifname=$tap_made,script=no,downscript=no" &&
+        vm_monitor "$name" "device_add virtio-net-pci,netdev=$id,mac=$mac,id=dev$id" &&
+        sim POST "/_sim/vms/${vm_id[$name]}/nics" "{\"ip\":\"$ip\",\"mac\":\"$mac\",\"network\":\"$3\",\"network_id\":\"$4\"}" >/dev/null
 }
 
 # vm_change_cd NAME APPLIANCE ROLE [KEY=VALUE...]: a new CONTEXT ISO for the running VM (the
@@ -430,33 +504,7 @@ vm_change_cd() {
     local name=$1; shift
     mv "$work/$name-context.iso" "$work/$name-context.iso.$(now_ms)"
     make_context "$name" "$@"
-    "$PY" - "$work/$name.monitor" "change cd0 $work/$name-context.iso" <<'EOF'
-import socket, sys, time
-s = socket.socket(socket.AF_UNIX)
-s.settimeout(10)
-s.connect(sys.argv[1])
-def until_prompt():
-    out = b""
-    while not out.endswith(b"(qemu) "):
-        chunk = s.recv(4096)
-        if not chunk:
-            break
-        out += chunk
-    return out.decode(errors="replace")
-until_prompt()
-deadline = time.monotonic() + 60
-while True:
-    s.sendall(sys.argv[2].encode() + b"\n")
-    reply = until_prompt()
-    # The monitor echoes the command; anything else before the prompt is an error message.
-    lines = [l for l in reply.replace("\r", "").split("\n")
-             if l.strip() and "(qemu)" not in l and "change cd0" not in l]
-    if not lines:
-        break
-    if "locked" not in lines[0] or time.monotonic() > deadline:
-        sys.exit("qemu monitor: " + " ".join(lines))
-    time.sleep(1)
-EOF
+    vm_monitor "$name" "change cd0 $work/$name-context.iso"
 }
 
 # vm_forget NAME: the VM is gone for good (its qemu killed or exited): a new vm_new NAME makes
