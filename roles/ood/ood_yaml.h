@@ -28,10 +28,10 @@ struct PortalYamlInput {
   std::string ssl_dir = "/etc/ood/ssl";  ///< certificate <dir>/<servername>.crt and .key
   /// Executable run as root with `--user <name>` before each PUN starts (home creation).
   std::string pun_pre_hook_root_cmd = "/usr/libexec/one-hpc/one-hpc-home-create";
-  /// Hosts the portal may proxy to (/node, /rnode): the workers.
-  std::string host_regex =
-      "(ood-worker-[0-9]+(\\.ood\\.local)?|10\\.[0-9.]+|192\\.168\\.[0-9.]+|"
-      "172\\.(1[6-9]|2[0-9]|3[01])\\.[0-9.]+)";
+  /// Hosts the portal may proxy to (/node, /rnode): the service's workers by their node names
+  /// (ood-worker-<VMID>), never an address, so that no portal user reaches the storage VM,
+  /// slurmctld, slurmdbd, the front-end or anything else on a private network through them.
+  std::string host_regex = "ood-worker-[0-9]+";
   /// PAM service Apache authenticates with (mod_authnz_pam, HTTP Basic over TLS) against
   /// the portal's local accounts from ONEAPP_AUTH_LOCAL_USERS: no directory server.
   std::string pam_service = "ood";

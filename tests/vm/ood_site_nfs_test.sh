@@ -92,11 +92,11 @@ reconfigured() {  # one more configure of one-hpc-reconfigure.service finished (
 }
 log "a third NIC hot-plugged into storage ($HOT.11), then its new CONTEXT CD (ETH2, the last NIC)"
 t0=$(now_ms)
-if out=$(vm_attach_nic storage "$HOT.11" Backup 9 2>&1) &&
+if vm_attach_nic storage "$HOT.11" Backup 9 >"$work/attach.log" 2>&1 && out=$(cat "$work/attach.log") &&
    out=$(vm_change_cd storage open-ondemand storage "ONEAPP_HOME_NFS_ENABLED=YES" "ETH2_IP=$HOT.11" \
              "ETH2_MAC=$(mac_of "$HOT.11")" "ETH2_MASK=255.255.255.0" "ETH2_NETWORK=$HOT.0" 2>&1); then
     pass "qemu: a NIC hot-plugged into storage and its new CONTEXT CD in the drive"
-else fail "qemu: a NIC hot-plugged into storage and its new CONTEXT CD in the drive" "$out"; fi
+else fail "qemu: a NIC hot-plugged into storage and its new CONTEXT CD in the drive" "$(cat "$work/attach.log") $out"; fi
 if wait_until 300 reconfigured; then
     out=$(vm_ssh storage "ip -o link | grep -ci $(mac_of "$HOT.11")" 2>&1; reconfigure_log | grep 'compute network' | tail -n1)
     after=$(trusted 2>&1)

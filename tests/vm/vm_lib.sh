@@ -387,7 +387,9 @@ mac_of() {  # mac_of IP: the lab's MAC for an address, 02:00 and the four octets
     printf '02:00:%02x:%02x:%02x:%02x' "${octets[@]}"
 }
 
-new_tap() {  # new_tap: a new tap on the lab's bridge, named in $tap_made (no subshell: counts)
+new_tap() {  # new_tap: a new tap on the lab's bridge, named in $tap_made
+    # The first free name: a call in a subshell ($(...)) does not advance the parent's count.
+    while in_ns ip link show "tap$ntaps" >/dev/null 2>&1; do ntaps=$((ntaps + 1)); done
     tap_made=tap$ntaps
     ntaps=$((ntaps + 1))
     in_ns ip tuntap add dev "$tap_made" mode tap

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
+#include <regex>
 #include <set>
 #include <string>
 #include <vector>
@@ -51,6 +52,27 @@ TEST(OodYamlTest, PortalParsesBackWithTheExpectedValues) {
   EXPECT_EQ(Keys(doc), (std::set<std::string>{"servername", "port", "ssl", "host_regex", "node_uri",
                                               "rnode_uri", "user_map_match",
                                               "pun_pre_hook_root_cmd", "auth", "logout_redirect"}));
+}
+
+// Open OnDemand's Apache configuration embeds host_regex as
+// <LocationMatch "^/node/(?<host>HOST_REGEX)/(?<port>\d+)"> (and the same for /rnode): only the
+// workers' node names pass, no address of any network, no other name.
+TEST(OodYamlTest, HostRegexAdmitsOnlyWorkerNames) {
+  PortalYamlInput in;
+  in.servername = "10.0.0.1";
+  auto text = RenderPortalYaml(in);
+  ASSERT_TRUE(text) << text.error().message;
+  YAML::Node doc = YAML::Load(*text);
+  const std::regex node("^/node/(" + doc["host_regex"].as<std::string>() + ")/([0-9]+)");
+  for (const char* ok : {"/node/ood-worker-7/8080", "/node/ood-worker-1234/5901"}) {
+    EXPECT_TRUE(std::regex_search(ok, node)) << ok;
+  }
+  for (const char* bad : {"/node/10.0.1.5/2049", "/node/192.168.1.10/6817", "/node/172.16.0.3/6819",
+                          "/node/127.0.0.1/80", "/node/ood-portal/6817", "/node/ood-storage/3128",
+                          "/node/ood-worker-7.evil.example/80", "/node/evil-ood-worker-7/80",
+                          "/node/169.254.16.9/5030", "/node/localhost/22"}) {
+    EXPECT_FALSE(std::regex_search(bad, node)) << bad;
+  }
 }
 
 TEST(OodYamlTest, PortalRefusesABadPamService) {
