@@ -35,10 +35,10 @@ class OodWorkerRole : public Role {
     log::Info("ood-worker: node {}; homes from {}:{}; software from {}:{}", *name, home->server,
               home->export_path, nfs_host, ood::kSoftwareExport);
 
-    nfs::NfsMount homes{home->server, home->export_path, ood::kHomesDir, "the users' homes",
-                        home->setting};
-    nfs::NfsMount software{nfs_host, ood::kSoftwareExport, ood::kSoftwareDir, "the software tree",
-                           ood::kNfsHost};
+    nfs::NfsMount homes{home->server,       home->export_path, ood::kHomesDir,
+                        "the users' homes", home->setting,     ""};
+    nfs::NfsMount software{
+        nfs_host, ood::kSoftwareExport, ood::kSoftwareDir, "the software tree", ood::kNfsHost, ""};
     for (const auto* m : {&homes, &software}) {
       if (auto s = nfs::EnsureNfsMount(env, *m, kMountTimeout); !s) return s;
     }
@@ -68,6 +68,8 @@ class OodWorkerRole : public Role {
     // A follow pass waits less for the registration: the timer comes back in 30 s.
     setup.timeout = once ? kFollowRegistrationTimeout : kJoinTimeout;
     setup.once = once;
+    // No job may run without the homes and the software tree (its output would be lost).
+    setup.requires_mounts = {ood::kHomesDir, ood::kSoftwareDir};
     setup.before_slurmd = [&env](const ControllerInfo& portal) -> Status {
       auto it = portal.published.find(ood::kAttrUserTable);
       if (it == portal.published.end() || it->second.empty()) {

@@ -194,6 +194,7 @@ Result<ControllerInfo> JoinSlurmCluster(RoleEnv& env, const JoinSetup& setup) {
   slurm::SlurmdUnitParams unit;
   unit.node_name = *name;
   unit.controller_addr = ctl->addr;
+  unit.requires_mounts = setup.requires_mounts;
   auto cpus = host::CountCpus(env.files);
   if (!cpus) return Fail(cpus.error());
   auto mem = host::MemTotalMb(env.files);

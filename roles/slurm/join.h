@@ -61,6 +61,8 @@ struct JoinSetup {
   /// Run after the controller is found and before slurmd (re)starts (e.g. the accounts that
   /// jobs run as, from what the controller publishes).
   std::function<Status(const ControllerInfo&)> before_slurmd;
+  /// Mount points slurmd must not start without (slurm::SlurmdUnitParams::requires_mounts).
+  std::vector<std::string> requires_mounts;
 };
 
 /// Finds the controller through OneGate, then: host name, /etc/hosts, this worker's box key

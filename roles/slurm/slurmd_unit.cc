@@ -20,8 +20,12 @@ std::string RenderSlurmdUnit(const SlurmdUnitParams& p) {
     << "Description=Slurm node daemon (dynamic node " << p.node_name << ", configless)\n"
     << "Documentation=man:slurmd(8)\n"
     << "After=munge.service network-online.target remote-fs.target\n"
-    << "Wants=network-online.target\n"
-    << "# Keep retrying until the controller answers (Restart= below).\n"
+    << "Wants=network-online.target\n";
+  if (!p.requires_mounts.empty()) {
+    o << "# Jobs run in these: slurmd never starts without them (nor before them at boot).\n";
+    for (const auto& m : p.requires_mounts) o << "RequiresMountsFor=" << m << "\n";
+  }
+  o << "# Keep retrying until the controller answers (Restart= below).\n"
     << "StartLimitIntervalSec=0\n"
     << "\n"
     << "[Service]\n"

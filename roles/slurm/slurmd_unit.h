@@ -3,6 +3,7 @@
 #define ONEHPC_ROLES_SLURM_SLURMD_UNIT_H_
 
 #include <string>
+#include <vector>
 
 namespace onehpc::slurm {
 
@@ -14,6 +15,9 @@ struct SlurmdUnitParams {
   long real_memory_mb = 1;
   int gpus = 0;
   std::string slurmd = "/usr/sbin/slurmd";
+  /// Mount points jobs need (Open OnDemand: /home, /opt/software): RequiresMountsFor=, so
+  /// that slurmd never starts without them and no job runs with its output lost.
+  std::vector<std::string> requires_mounts;
 };
 
 /// `--conf` value: "CPUs=2 RealMemory=1800 Feature=one[ Gres=gpu:N]".

@@ -134,6 +134,12 @@ for w in w1 w2; do
     if why=$(mounts_ok "$w" /home /opt/software); then
         pass "$w: /home and /opt/software are NFS mounts from $STO_IP"
     else fail "$w: /home and /opt/software are NFS mounts from $STO_IP" "$why"; fi
+    # issue 14: slurmd never starts without the homes and the software tree
+    out=$(vm_ssh "$w" 'systemctl show -P RequiresMountsFor slurmd.service; systemctl show -P After slurmd.service' 2>&1)
+    if [ "$(head -n1 <<<"$out")" = "/home /opt/software" ] && grep -qw home.mount <<<"$out" &&
+       grep -qw opt-software.mount <<<"$out"; then
+        pass "$w: slurmd.service requires and follows the mounts of /home and /opt/software"
+    else fail "$w: slurmd.service requires and follows the mounts of /home and /opt/software" "$out"; fi
 done
 
 both_idle() {

@@ -554,6 +554,11 @@ vm_wait_ready() {
             next_ssh=$(( $(date +%s) + 30 ))
             if status=$(vm_ssh "$name" 'if systemctl is-failed -q one-hpc-configure.service; then journalctl -b -u one-hpc-configure.service --no-pager | tail -n 4; cat /run/one-hpc/status.json 2>/dev/null; fi' 2>/dev/null) &&
                [ -n "$status" ]; then
+                # The ERROR may have reached OneGate while the SSH check ran: it wins.
+                ut=$(sim GET "/_sim/vms/$vmid/user_template" 2>/dev/null)
+                if [ -n "$(json_get 'd.get("ERROR")' <<<"$ut" 2>/dev/null)" ]; then
+                    echo "ERROR=$(json_get 'd.get("ERROR")' <<<"$ut")"; return 1
+                fi
                 echo "one-hpc-configure.service failed without publishing to OneGate:"
                 echo "$status"
                 return 1

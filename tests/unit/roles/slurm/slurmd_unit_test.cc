@@ -24,8 +24,21 @@ TEST(SlurmdUnitTest, DynamicNodeUnit) {
   EXPECT_NE(unit.find("After=munge.service network-online.target"), std::string::npos);
   EXPECT_EQ(unit.find("ConditionPathExists"), std::string::npos);
   EXPECT_NE(unit.find("WantedBy=multi-user.target"), std::string::npos);
+  EXPECT_EQ(unit.find("RequiresMountsFor"), std::string::npos);  // OneSlurm: none
   p.gpus = 2;
   EXPECT_EQ(SlurmdNodeConf(p), "CPUs=4 RealMemory=7000 Feature=one Gres=gpu:2");
+}
+
+TEST(SlurmdUnitTest, OpenOnDemandWorkerNeverStartsWithoutItsMounts) {
+  SlurmdUnitParams p;
+  p.node_name = "ood-worker-9";
+  p.controller_addr = "10.0.1.12";
+  p.requires_mounts = {"/home", "/opt/software"};
+  std::string unit = RenderSlurmdUnit(p);
+  const auto unit_section = unit.substr(0, unit.find("[Service]"));
+  EXPECT_NE(unit_section.find("\nRequiresMountsFor=/home\nRequiresMountsFor=/opt/software\n"),
+            std::string::npos)
+      << unit;
 }
 
 }  // namespace
