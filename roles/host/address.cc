@@ -242,8 +242,9 @@ Result<ComputeNic> ChooseComputeNic(const ContextVars& vars, const std::string& 
 Result<std::vector<VmNic>> OwnNics(OneGateClient& onegate, int vm_id, bool with_network_ids) {
   if (with_network_ids) {
     auto service = onegate.GetService(true);
-    if (!service)
+    if (!service) {
       return Fail(service.error().WithContext("reading this VM's networks from OneGate"));
+    }
     for (const auto& role : service->roles) {
       for (const auto& node : role.nodes) {
         if (node.vm_id == vm_id && node.vm) return node.vm->nics;

@@ -1465,19 +1465,21 @@ std::map<std::string, std::string> StringMap(const Json& j) {
   return out;
 }
 
+NicSpec NicSpecFromJson(const Json& n) {
+  NicSpec nic;
+  nic.ip = n.value("ip", "");
+  nic.mac = n.value("mac", "");
+  nic.network = n.value("network", "");
+  nic.network_id = n.value("network_id", "");
+  nic.name = n.value("name", "");
+  return nic;
+}
+
 VmSpec VmSpecFromJson(const Json& j) {
   VmSpec spec;
   spec.name = j.value("name", "");
   if (j.contains("nics") && j["nics"].is_array()) {
-    for (const auto& n : j["nics"]) {
-      NicSpec nic;
-      nic.ip = n.value("ip", "");
-      nic.mac = n.value("mac", "");
-      nic.network = n.value("network", "");
-      nic.network_id = n.value("network_id", "");
-      nic.name = n.value("name", "");
-      spec.nics.push_back(nic);
-    }
+    for (const auto& n : j["nics"]) spec.nics.push_back(NicSpecFromJson(n));
   }
   if (j.contains("context")) spec.context = StringMap(j["context"]);
   if (j.contains("user_template")) spec.user_template = StringMap(j["user_template"]);
@@ -1662,13 +1664,9 @@ void OneGateSimulator::Impl::HandleOperator(const httplib::Request& req, httplib
       }
       reply(200, Json::object());
     } else if (vm_nics && method == "POST") {
-      NicSpec nic;
-      nic.ip = body.value("ip", "");
-      nic.mac = body.value("mac", "");
-      nic.network = body.value("network", "");
-      nic.network_id = body.value("network_id", "");
-      nic.name = body.value("name", "");
-      if (!owner->AddNic(std::stoi((*vm_nics)[0]), nic)) return fail(404, "no such VM");
+      if (!owner->AddNic(std::stoi((*vm_nics)[0]), NicSpecFromJson(body))) {
+        return fail(404, "no such VM");
+      }
       reply(200, Json::object());
     } else if (vm_nic && method == "PUT") {
       if (!owner->SetNicIp(std::stoi((*vm_nic)[0]), std::stoi((*vm_nic)[1]),

@@ -135,8 +135,10 @@ for w in w1 w2; do
         pass "$w: /home and /opt/software are NFS mounts from $STO_IP"
     else fail "$w: /home and /opt/software are NFS mounts from $STO_IP" "$why"; fi
     # issue 14: slurmd never starts without the homes and the software tree
+    # (RequiresMountsFor also lists /run/slurm, from RuntimeDirectory=, in no fixed order)
     out=$(vm_ssh "$w" 'systemctl show -P RequiresMountsFor slurmd.service; systemctl show -P After slurmd.service' 2>&1)
-    if [ "$(head -n1 <<<"$out")" = "/home /opt/software" ] && grep -qw home.mount <<<"$out" &&
+    if head -n1 <<<"$out" | grep -qw /home && head -n1 <<<"$out" | grep -qw /opt/software &&
+       grep -qw home.mount <<<"$out" &&
        grep -qw opt-software.mount <<<"$out"; then
         pass "$w: slurmd.service requires and follows the mounts of /home and /opt/software"
     else fail "$w: slurmd.service requires and follows the mounts of /home and /opt/software" "$out"; fi
@@ -264,7 +266,16 @@ if [ "$(P "squeue -h -j $later_job -o %T" 2>/dev/null)" = PENDING ]; then
 else fail "new portal: job $later_job still PENDING" "$(P 'squeue' 2>&1)"; fi
 if wait_until 60 in_sacct "$done_job"; then pass "new portal: sacct shows job $done_job (accounting restored from the dump)"
 else fail "new portal: sacct shows job $done_job (accounting restored from the dump)" "$(P "sacct -X -j $done_job" 2>&1)"; fi
-if wait_until 180 both_idle; then
+# Followed: each worker's slurmd runs towards the new portal (the follow pass restarted it and
+# checked its registration). A node can read idle from the restored state before that, and a
+# step launched while its slurmd restarts fails ("Communication connection failure").
+followed() {
+    local w
+    for w in w1 w2; do
+        vm_ssh "$w" "systemctl is-active -q slurmd.service && grep -q -- '--conf-server $PORTAL2_IP:' /etc/systemd/system/slurmd.service && ! systemctl is-active -q one-hpc-follow-portal.service" 2>/dev/null || return 1
+    done
+}
+if wait_until 180 followed && wait_until 180 both_idle; then
     vm_result workers_follow_new_portal_seconds "$(secs_since_ms "$t0")"
     pass "the workers follow the new portal: both idle in its sinfo ($(secs_since_ms "$t0") s after it started)"
 else fail "the workers follow the new portal: both idle in its sinfo" "$(P 'sinfo -N' 2>&1)"; fi
