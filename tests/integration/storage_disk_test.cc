@@ -136,8 +136,9 @@ class StorageDiskTest : public ::testing::Test {
     o.candidates = [this](RoleEnv&) -> Result<std::vector<std::string>> { return disks_; };
     auto role = MakeStorageRole(o);
     LoadedContext context;
-    context.vars = {
-        {"ETH0_IP", "192.168.1.10"}, {"ETH1_IP", "10.1.0.3"}, {"ETH1_MASK", "255.255.255.0"}};
+    // One NIC: the compute NIC without OneGate (several need a named NIC or
+    // ONEAPP_COMPUTE_NETWORK, tests/unit/roles/storage_test.cc).
+    context.vars = {{"ETH0_IP", "10.1.0.3"}, {"ETH0_MASK", "255.255.255.0"}};
     auto settings = Settings::Resolve(role->Settings(), context.vars);
     EXPECT_TRUE(settings);
     plan_ = std::make_unique<Plan>(PlanMode::kApply);
