@@ -19,10 +19,11 @@
 #   5. hard kill: a worker's qemu gets SIGKILL while a job runs there and the VM leaves the
 #      simulated service (as OneFlow drops a VM that is gone); the shipped
 #      oneslurm-reconcile.timer (every 60 s) drains the node with reason `removed from OneFlow
-#      service`, then deletes it once the job is gone. The kill is placed 8 s after a
-#      reconcile run: with SlurmdTimeout=60 Slurm marks the node NOT_RESPONDING about 40 s
-#      after the kill and DOWN (which ends the job) no sooner than 60 s after it, so the next
-#      run (52 s after the kill) falls between the two; a kill at a random moment may miss that
+#      service`, then deletes it once the job is gone. The kill is placed 16 s after a
+#      reconcile run: with SlurmdTimeout=60 Slurm marks the node NOT_RESPONDING 21-42 s after
+#      the kill (seen) and DOWN (which ends the job) 60 s after its last answer, which may come
+#      a ping interval before the kill (DOWN seen 46 s after it), so the next run (44 s after
+#      the kill) falls between the two; a kill at a random moment may miss that
 #      window, and then the node is deleted without a drain, which is correct but proves less;
 #   6. graceful: after a poweroff of the other worker its node is gone (self-drain).
 # Prints the accelerator, the image, build time and the timings, and writes them to
@@ -183,14 +184,15 @@ done
 if [ "$jstate" = "RUNNING:$vnode" ]; then pass "job $job runs on $vnode"; else
     fail "job ${job:-?} runs on $vnode" "squeue: '$jstate'"
 fi
-# Place the kill 8 s after a reconcile run (the header says why), from the controller's clock:
-# the next run comes 52 s after the kill; NOT_RESPONDING was seen 42 s after a kill here, and
-# DOWN cannot come before SlurmdTimeout (60 s) after the last answer.
+# Place the kill 16 s after a reconcile run (the header says why), from the controller's clock:
+# the next run comes 44 s after the kill. NOT_RESPONDING was seen 21–42 s after a kill here;
+# DOWN comes SlurmdTimeout (60 s) after the node's last answer, which may precede the kill by a
+# ping interval: seen 46 s after the kill (at 52 s the job was already gone, no drain).
 # shellcheck disable=SC2016  # expanded on the controller
 timing=$(ctl 'echo $(systemctl show -P InactiveExitTimestampMonotonic oneslurm-reconcile.service) $(cut -d" " -f1 /proc/uptime)')
 delay=$(awk -v last="${timing% *}" -v now="${timing#* }" 'BEGIN {
     if (last + 0 == 0) { print 0; exit }
-    at = last / 1e6 + 8; while (at < now) at += 60; printf "%.1f", at - now }')
+    at = last / 1e6 + 16; while (at < now) at += 60; printf "%.1f", at - now }')
 log "reconcile timer: last run at ${timing% *} us, now ${timing#* } s; killing $victim in $delay s"
 sleep "$delay"
 log "SIGKILL to $victim's qemu (no shutdown); the VM leaves the service in the simulator"
