@@ -27,6 +27,7 @@
 #include "roles/os/files.h"
 #include "roles/os/mounts.h"
 #include "roles/os/process.h"
+#include "roles/os/rooted.h"
 #include "roles/os/systemd.h"
 #include "roles/os/tcp.h"
 #include "roles/slurm/key_delivery.h"
@@ -37,16 +38,33 @@
 namespace onehpc {
 namespace {
 
-/// The real adapters, built once per command.
+/// The real adapters, built once per command. Under a --root other than "/", the runner, the
+/// block devices and the mounts are fenced (roles/os/rooted.h): nothing acts on this machine.
 struct RealSystem {
   explicit RealSystem(const std::string& root)
-      : files(root), systemd(runner, root), adapters{runner, files,         systemd, block_devices,
-                                                     mounts, SystemClock(), http,    &exchange} {}
-  RealProcessRunner runner;
+      : files(root),
+        rooted_runner(real_runner, root),
+        rooted_devices(root),
+        rooted_mounts(real_mounts, root),
+        runner(IsOtherRoot(root) ? static_cast<ProcessRunner&>(rooted_runner) : real_runner),
+        systemd(runner, root),
+        adapters{runner,
+                 files,
+                 systemd,
+                 IsOtherRoot(root) ? static_cast<BlockDevices&>(rooted_devices) : real_devices,
+                 IsOtherRoot(root) ? static_cast<Mounts&>(rooted_mounts) : real_mounts,
+                 SystemClock(),
+                 http,
+                 &exchange} {}
+  RealProcessRunner real_runner;
   Files files;
+  BlkidBlockDevices real_devices;
+  LibmountMounts real_mounts;
+  RootedProcessRunner rooted_runner;
+  RootedBlockDevices rooted_devices;
+  RootedMounts rooted_mounts;
+  ProcessRunner& runner;
   SystemctlSystemd systemd;
-  BlkidBlockDevices block_devices;
-  LibmountMounts mounts;
   CurlTransport http;
   TcpLineExchange exchange;
   SystemAdapters adapters;

@@ -65,6 +65,14 @@ mkdir -p "$tmp/root"
 expect_out plan-sample "Plan for role"
 if [ -n "$(find "$tmp/root" -type f)" ]; then fails=$((fails+1)); echo "FAIL plan wrote files:"; find "$tmp/root" -type f; else passes=$((passes+1)); fi
 
+# --root never touches this machine: a storage configure under a root looks at no block device
+# (they are this machine's) and stops at the first runtime operation instead of running it.
+mkdir -p "$tmp/sroot/etc/systemd/system"
+printf "ONEAPP_ROLE='storage'\nETH0_IP='10.1.0.3'\nETH0_MASK='255.255.255.0'\n" >"$tmp/storage.sh"
+"$BIN" configure --context "$tmp/storage.sh" --root "$tmp/sroot" >"$tmp/out" 2>"$tmp/err"
+expect_out storage-under-root "under --root $tmp/sroot: no block device is looked at"
+if grep -q "mkfs\|formatted" "$tmp/out" "$tmp/err"; then fails=$((fails+1)); echo "FAIL storage under --root formatted"; else passes=$((passes+1)); fi
+
 # settings --all --markdown is a table with every common setting.
 check settings-all 0 "$BIN" settings --all --markdown
 # shellcheck disable=SC2016  # literal backticks
