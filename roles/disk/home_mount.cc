@@ -2,6 +2,8 @@
 
 #include <sys/stat.h>
 
+#include <optional>
+#include <string_view>
 #include <tuple>
 
 #include "common/log.h"
@@ -26,23 +28,52 @@ Result<std::vector<std::string>> Candidates(RoleEnv& env, const HomeMountOptions
   return out;
 }
 
-// This VM already kept its homes on an ood-home filesystem (our mount unit names it) but that
-// filesystem is not attached now: switching to the root disk or to a new blank disk would
-// serve empty homes and the portal would create fresh ones. The unit is only ever used to
-// refuse, never to decide to format.
-Status CheckPreviousHomeDisk(RoleEnv& env, const HomeDiskDecision& decision) {
-  if (decision.source == HomeSource::kReuseLabelled) return Ok();
-  const std::string unit_path = MountUnitPath(ood::kHomeExport);
-  auto unit = env.files.ReadIfExists(unit_path);
-  if (!unit) return Fail(unit.error());
-  if (!unit->has_value()) return Ok();
+// What this VM's export-home.mount says: the device it mounts ("/dev/disk/by-uuid/<uuid>")
+// and that UUID; nullopt when there is no such unit (the homes were never on a disk here).
+struct RecordedHomeDisk {
+  std::string unit_path;
   std::string what;
+  std::string uuid;
+};
+
+Result<std::optional<RecordedHomeDisk>> ReadRecordedHomeDisk(RoleEnv& env) {
+  RecordedHomeDisk recorded;
+  recorded.unit_path = MountUnitPath(ood::kHomeExport);
+  auto unit = env.files.ReadIfExists(recorded.unit_path);
+  if (!unit) return Fail(unit.error());
+  if (!unit->has_value()) return std::optional<RecordedHomeDisk>();
   auto pos = (*unit)->find("\nWhat=");
   if (pos != std::string::npos) {
-    what = (*unit)->substr(pos + 6, (*unit)->find('\n', pos + 6) - pos - 6);
+    recorded.what = (*unit)->substr(pos + 6, (*unit)->find('\n', pos + 6) - pos - 6);
   }
-  return Fail(ErrorKind::kUnsafe, "the homes of this VM were on the ood-home filesystem " + what +
-                                      " (see " + unit_path +
+  constexpr std::string_view kByUuid = "/dev/disk/by-uuid/";
+  if (recorded.what.rfind(kByUuid, 0) == 0) recorded.uuid = recorded.what.substr(kByUuid.size());
+  return std::optional<RecordedHomeDisk>(std::move(recorded));
+}
+
+// This VM already kept its homes on an ood-home filesystem (our mount unit names it):
+//  - that filesystem is not attached now: switching to the root disk or to a new blank disk
+//    would serve empty homes and the portal would create fresh ones;
+//  - an ood-home filesystem with another UUID is attached: another service's disk or another
+//    copy of it; mounting it would serve other homes under the same names.
+// The unit is only ever used to refuse, never to decide to format.
+Status CheckPreviousHomeDisk(const std::optional<RecordedHomeDisk>& recorded,
+                             const HomeDiskDecision& decision) {
+  if (!recorded) return Ok();
+  const std::string& unit_path = recorded->unit_path;
+  if (decision.source == HomeSource::kReuseLabelled) {
+    if (recorded->uuid.empty() || recorded->uuid == decision.uuid) return Ok();
+    return Fail(ErrorKind::kUnsafe,
+                "the ood-home filesystem on " + decision.device + " has UUID " + decision.uuid +
+                    ", but the homes of this VM were on UUID " + recorded->uuid + " (see " +
+                    unit_path +
+                    "): another service's disk or another copy of it; refusing to mount it. "
+                    "Attach the disk with UUID " +
+                    recorded->uuid + ", or, if " + decision.device + " is the right one, delete " +
+                    unit_path + " and reconfigure");
+  }
+  return Fail(ErrorKind::kUnsafe, "the homes of this VM were on the ood-home filesystem " +
+                                      recorded->what + " (see " + unit_path +
                                       "), which is not attached now; refusing to "
                                       "serve " +
                                       (decision.source == HomeSource::kFormatBlank
@@ -50,6 +81,36 @@ Status CheckPreviousHomeDisk(RoleEnv& env, const HomeDiskDecision& decision) {
                                            : std::string("the empty directory on the root disk")) +
                                       ". Attach the ood-home disk again, or delete " + unit_path +
                                       " to start with empty homes");
+}
+
+// A disk that appears after homes were made in /export/home on the root disk (a storage VM
+// started without its datablock): mounting it would hide those homes and the portal would
+// create empty ones. Refused before anything is formatted or mounted, unless the directory
+// is empty.
+Status CheckNothingHidden(RoleEnv& env, const HomeDiskDecision& decision) {
+  auto entries = env.files.List(ood::kHomeExport);
+  if (!entries && entries.error().kind == ErrorKind::kNotFound) return Ok();  // a dry run's
+  if (!entries) return Fail(entries.error());
+  if (entries->empty()) return Ok();
+  std::string some;
+  for (size_t i = 0; i < entries->size() && i < 5; ++i) {
+    some += (i ? ", " : "") + (*entries)[i];
+  }
+  if (entries->size() > 5) some += ", ...";
+  return Fail(
+      ErrorKind::kUnsafe,
+      std::string(ood::kHomeExport) + " on the root disk holds " + std::to_string(entries->size()) +
+          " entries (" + some + "); " +
+          (decision.source == HomeSource::kFormatBlank ? "formatting and mounting " : "mounting ") +
+          decision.device +
+          " over them would hide these homes and the portal would create empty ones. "
+          "Nothing was changed: move them onto the disk first (mount " +
+          decision.device + " elsewhere" +
+          (decision.source == HomeSource::kFormatBlank
+               ? " after `mkfs.ext4 -L " + std::string(kHomeLabel) + "`"
+               : std::string()) +
+          ", copy them with their owners, empty " + ood::kHomeExport +
+          ") and reconfigure, or detach the disk");
 }
 
 }  // namespace
@@ -70,10 +131,18 @@ Result<bool> EnsureHomeDisk(RoleEnv& env, const HomeMountOptions& options) {
     log::Info("storage: disk {}: {}", f.device, f.content);
   }
   log::Info("storage: home disk decision: {}: {}", ToString(decision->source), decision->why);
-  if (auto s = CheckPreviousHomeDisk(env, *decision); !s) return Fail(s.error());
+  auto recorded = ReadRecordedHomeDisk(env);
+  if (!recorded) return Fail(recorded.error());
+  if (auto s = CheckPreviousHomeDisk(*recorded, *decision); !s) return Fail(s.error());
   if (decision->source == HomeSource::kRootDisk) {
     env.plan.Keep(std::string("homes in ") + ood::kHomeExport + " on the root disk", decision->why);
     return false;
+  }
+  std::string host_dir = env.files.HostPath(ood::kHomeExport);
+  auto current = env.mounts.FindByTarget(host_dir);
+  if (!current) return Fail(current.error());
+  if (!current->has_value()) {
+    if (auto s = CheckNothingHidden(env, *decision); !s) return Fail(s.error());
   }
 
   std::string uuid = decision->uuid;
@@ -92,21 +161,12 @@ Result<bool> EnsureHomeDisk(RoleEnv& env, const HomeMountOptions& options) {
   }
 
   // Mount now (a crash between mkfs and here converges: the next run finds the label).
-  std::string host_dir = env.files.HostPath(ood::kHomeExport);
-  auto current = env.mounts.FindByTarget(host_dir);
-  if (!current) return Fail(current.error());
   std::string fs_type = decision->fs_type;
   if (current->has_value()) {
     auto same = EnsureMounted(decision->device, fs_type, host_dir, env.mounts);
     if (!same) return Fail(same.error());  // something else is mounted there
     env.plan.Keep("mounted " + decision->device + " on " + ood::kHomeExport, "already mounted");
   } else {
-    if (auto hidden = env.files.List(ood::kHomeExport); hidden && !hidden->empty()) {
-      log::Warn(
-          "storage: {} on the root disk holds {} entries ({}...); they are hidden, not "
-          "deleted, under the ood-home mount",
-          ood::kHomeExport, hidden->size(), hidden->front());
-    }
     auto s = env.plan.Do("mount " + decision->device + " on " + ood::kHomeExport,
                          "the homes live on the ood-home disk", [&]() -> Status {
                            auto m = EnsureMounted(decision->device, fs_type, host_dir, env.mounts);

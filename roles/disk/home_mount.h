@@ -29,7 +29,11 @@ struct HomeMountOptions {
 
 /// Decides, formats (a positively blank disk only), mounts and persists the home disk.
 /// Returns whether the homes are on a mounted data disk (false: on the root disk). Refuses
-/// (kUnsafe) when this VM's homes were on an ood-home filesystem that is not attached now.
+/// (kUnsafe), before anything is formatted or mounted, when
+///  - this VM's homes were on an ood-home filesystem (export-home.mount) that is not attached
+///    now, or an ood-home filesystem with another UUID is attached instead;
+///  - /export/home on the root disk is not empty and a disk would be mounted over it (a disk
+///    that appeared after homes were made on the root disk would hide them).
 Result<bool> EnsureHomeDisk(RoleEnv& env, const HomeMountOptions& options);
 
 }  // namespace onehpc::disk

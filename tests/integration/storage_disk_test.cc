@@ -402,5 +402,73 @@ TEST_F(StorageDiskTest, DataDiskNextToBlankOneRefusedBothUntouched) {
   EXPECT_EQ(Checksum(b), sum_b);
 }
 
+// A storage VM started without its datablock keeps homes in /export/home on the root disk; a
+// disk attached later (blank or already ood-home) would hide them under its mount. Refused,
+// with the disk untouched, until the directory is empty; then the disk is used.
+TEST_F(StorageDiskTest, LateDiskOverRootDiskHomesIsRefusedUntilTheyAreMoved) {
+  ASSERT_TRUE(RunRole()) << plan_->Render();  // no disk: homes on the root disk
+  std::filesystem::create_directories(root_ + "/export/home/alice");
+  std::ofstream(root_ + "/export/home/alice/thesis.tex") << "alice's thesis\n";
+  std::string dev = Disk();
+  std::uint64_t blank = Checksum(dev);
+  auto s = RunRole();
+  ASSERT_FALSE(s);
+  EXPECT_EQ(s.error().kind, ErrorKind::kUnsafe);
+  EXPECT_THAT(s.error().message,
+              HasSubstr("/export/home on the root disk holds 1 entries (alice)"));
+  EXPECT_THAT(s.error().message, HasSubstr("formatting and mounting " + dev));
+  EXPECT_EQ(Checksum(dev), blank) << dev << " was modified";
+  auto m = mounts_.FindByTarget(root_ + "/export/home");
+  ASSERT_TRUE(m);
+  EXPECT_FALSE(m->has_value());
+  EXPECT_TRUE(std::filesystem::exists(root_ + "/export/home/alice/thesis.tex"));
+
+  // An ood-home disk prepared elsewhere is refused the same way.
+  Tool({"mkfs.ext4", "-q", "-F", "-L", "ood-home", dev});
+  std::uint64_t labelled = Checksum(dev);
+  auto again = RunRole();
+  ASSERT_FALSE(again);
+  EXPECT_THAT(again.error().message, HasSubstr("mounting " + dev + " over them"));
+  EXPECT_EQ(Checksum(dev), labelled);
+
+  // The operator moves the homes away: the disk is mounted, alice's file is not deleted.
+  std::filesystem::rename(root_ + "/export/home/alice", loops_->dir() + "/alice-moved");
+  ASSERT_TRUE(RunRole()) << plan_->Render();
+  auto mounted = mounts_.FindByTarget(root_ + "/export/home");
+  ASSERT_TRUE(mounted && mounted->has_value());
+  EXPECT_TRUE(std::filesystem::exists(loops_->dir() + "/alice-moved/thesis.tex"));
+}
+
+// This VM's homes were on one ood-home filesystem; another one (another service's disk, another
+// copy) is attached instead: refused, naming both UUIDs, the disk and the unit untouched.
+TEST_F(StorageDiskTest, ForeignOodHomeIsRefusedNamingBothUuids) {
+  std::string ours = Disk();
+  ASSERT_TRUE(RunRole()) << plan_->Render();
+  std::string our_uuid = devices_.Probe(ours)->uuid;
+  std::string unit = *files_->Read("/etc/systemd/system/export-home.mount");
+  ASSERT_EQ(::umount2((root_ + "/export/home").c_str(), 0), 0);
+  disks_.clear();  // our disk detached
+  std::string other = Disk();
+  Tool({"mkfs.ext4", "-q", "-F", "-L", "ood-home", other});
+  std::string other_uuid = devices_.Probe(other)->uuid;
+  ASSERT_NE(other_uuid, our_uuid);
+  std::uint64_t before = Checksum(other);
+  auto s = RunRole();
+  ASSERT_FALSE(s);
+  EXPECT_EQ(s.error().kind, ErrorKind::kUnsafe);
+  EXPECT_THAT(s.error().message, HasSubstr("has UUID " + other_uuid));
+  EXPECT_THAT(s.error().message, HasSubstr("were on UUID " + our_uuid));
+  EXPECT_EQ(Checksum(other), before);
+  EXPECT_EQ(*files_->Read("/etc/systemd/system/export-home.mount"), unit);
+  auto m = mounts_.FindByTarget(root_ + "/export/home");
+  ASSERT_TRUE(m);
+  EXPECT_FALSE(m->has_value());
+
+  // Our disk back: mounted again as it is.
+  disks_ = {ours};
+  ASSERT_TRUE(RunRole()) << plan_->Render();
+  EXPECT_EQ(devices_.Probe(ours)->uuid, our_uuid);
+}
+
 }  // namespace
 }  // namespace onehpc

@@ -493,6 +493,14 @@ vm_attach_nic() {
         sim POST "/_sim/vms/${vm_id[$name]}/nics" "{\"ip\":\"$ip\",\"mac\":\"$mac\",\"network\":\"$3\",\"network_id\":\"$4\"}" >/dev/null
 }
 
+# vm_attach_disk NAME FILE: onevm disk-attach on the running VM: FILE (raw) hot-plugged as a
+# virtio disk through qemu's monitor (the guest names it vdb, vdc, ... in order).
+vm_attach_disk() {
+    local id=hd$(( ntaps + ${#vm_results[@]} + $(now_ms) % 100000 ))
+    vm_monitor "$1" "drive_add 0 if=none,id=$id,file=$2,format=raw,cache=none" &&
+        vm_monitor "$1" "device_add virtio-blk-pci,drive=$id,id=dev$id"
+}
+
 # vm_change_cd NAME APPLIANCE ROLE [KEY=VALUE...]: a new CONTEXT ISO for the running VM (the
 # same VM id and token, the KEY=VALUE overrides given again) put into its CD drive through
 # qemu's monitor, as OpenNebula swaps the CD of a running VM on `onevm updateconf` (libvirt's

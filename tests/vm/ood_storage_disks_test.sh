@@ -1,0 +1,105 @@
+#!/bin/bash
+# The storage role's home disk when it changes underneath (issue 14), on one real storage VM
+# of the open-ondemand image (tests/vm/vm_lib.sh): virtio disks, one hot-plugged through
+# qemu's monitor as `onevm disk-attach` does, a CONTEXT CD, the OneGate simulator.
+#
+# Each a PASS/FAIL line:
+#   1. a storage VM started without its datablock keeps the homes in /export/home on the root
+#      disk; alice's home is made there;
+#   2. a blank disk is attached later and the VM reconfigured: refused (exit 4, an ERROR that
+#      lists the homes that would be hidden), the disk's bytes unchanged, nothing mounted;
+#   3. the operator moves the homes away: the next configure formats the disk ood-home and
+#      mounts it on /export/home;
+#   4. the VM boots with another ood-home disk (another service's, another copy) instead: it
+#      stops with an ERROR naming both UUIDs, that disk's bytes unchanged, export-home.mount
+#      unchanged;
+#   5. booted with its own disk again: READY, the disk mounted as it is.
+#
+# Label vm-scenarios: `make test-vm` runs it, `make test` does not. Figures in
+# $ONEHPC_BINARY_DIR/ood_storage_disks-results.txt. Exit 77 (skipped) as vm_lib.sh says.
+set -uo pipefail
+
+# shellcheck source=SCRIPTDIR/vm_lib.sh
+. "$(dirname "$0")/vm_lib.sh"
+vm_begin ood_storage_disks
+
+NET=10.79.4
+STO_IP=$NET.11
+vm_lab open-ondemand "$NET"
+sum() { sha256sum < "$1" | cut -d' ' -f1; }
+
+# ---- 1. no datablock: homes on the root disk ------------------------------------------------------
+vm_start late open-ondemand storage "$STO_IP" 1024 "" || vm_report
+out=$(vm_ssh late 'findmnt -rn /export/home; echo mounts-end; mkdir -p /export/home/alice && echo "alice thesis" > /export/home/alice/thesis.txt && chown -R 10001:10001 /export/home/alice && echo made')
+if grep -q '^mounts-end$' <<<"$out" && ! grep -q '^/export/home' <<<"$out" && grep -q '^made$' <<<"$out"; then
+    pass "without a datablock the homes are in /export/home on the root disk (alice's made there)"
+else fail "without a datablock the homes are in /export/home on the root disk" "$out"; fi
+
+# ---- 2. a blank disk attached later: refused, untouched --------------------------------------------
+home_disk=$work/home.raw
+truncate -s 1G "$home_disk"
+blank_sum=$(sum "$home_disk")
+if vm_attach_disk late "$home_disk"; then pass "a blank disk is hot-plugged (qemu monitor)"
+else fail "a blank disk is hot-plugged (qemu monitor)"; fi
+wait_until 60 vm_ssh late 'test -b /dev/vdb' || fail "the guest sees /dev/vdb within 60 s"
+out=$(vm_ssh late 'one-hpc configure 2>&1; echo "rc=$?"; findmnt -rn -S /dev/vdb; ls /export/home')
+why=$(sim GET "/_sim/vms/${vm_id[late]}/user_template" | json_get 'd.get("ERROR", "")')
+if grep -q '^rc=4$' <<<"$out" && grep -q 'holds 1 entries (alice)' <<<"$out" &&
+   grep -q 'holds 1 entries (alice)' <<<"$why"; then
+    pass "a disk attached over root-disk homes is refused (exit 4, ERROR: ${why:0:160})"
+else fail "a disk attached over root-disk homes is refused with exit 4 and an ERROR" "$out
+ERROR=$why"; fi
+if ! grep -q '^/dev/vdb ' <<<"$out" && grep -qx alice <<<"$out"; then
+    pass "nothing is mounted over /export/home; alice's home is still in view"
+else fail "nothing is mounted over /export/home" "$out"; fi
+if [ "$(sum "$home_disk")" = "$blank_sum" ]; then pass "the attached disk's bytes are unchanged"
+else fail "the attached disk's bytes are unchanged"; fi
+
+# ---- 3. the homes moved away: the disk is formatted and mounted ------------------------------------
+out=$(vm_ssh late 'mv /export/home/alice /root/alice-moved && one-hpc configure >/dev/null 2>&1; echo "rc=$?"; blkid -o export /dev/vdb; findmnt -rn -o SOURCE /export/home; cp -a /root/alice-moved /export/home/alice && cat /export/home/alice/thesis.txt')
+if grep -q '^rc=0$' <<<"$out" && grep -q '^LABEL=ood-home$' <<<"$out" && grep -q '^/dev/vdb$' <<<"$out" &&
+   grep -q '^alice thesis$' <<<"$out"; then
+    pass "once /export/home is empty the disk is formatted ood-home and mounted (alice's home copied onto it)"
+else fail "once /export/home is empty the disk is formatted ood-home and mounted" "$out"; fi
+our_uuid=$(vm_ssh late 'blkid -s UUID -o value /dev/vdb')
+unit_before=$(vm_ssh late 'sha256sum /etc/systemd/system/export-home.mount' | cut -d' ' -f1)
+
+# ---- 4. another ood-home disk instead: refused naming both UUIDs -----------------------------------
+vm_ssh late 'systemctl poweroff' >/dev/null 2>&1
+vm_wait_down late 180 || { fail "late powers off within 180 s"; vm_forget late; vm_report; }
+other_disk=$work/other.raw
+mkdir -p "$work/other-files"; echo "another service's homes" > "$work/other-files/README"
+truncate -s 256M "$other_disk"
+mkfs.ext4 -q -F -L ood-home -d "$work/other-files" "$other_disk"
+other_uuid=$(blkid -s UUID -o value "$other_disk")
+other_sum=$(sum "$other_disk")
+log "booting late again with another ood-home disk (UUID $other_uuid; its own is $our_uuid)"
+vm_boot late 1024 "$other_disk"
+why=$(vm_wait_ready late "$ready_timeout"); rc=$?
+if [ "$rc" = 1 ] && grep -q "$other_uuid" <<<"$why" && grep -q "$our_uuid" <<<"$why"; then
+    pass "another ood-home disk stops the VM with an ERROR naming both UUIDs ($(secs_since_ms "${boot_ms[late]}") s): ${why:0:200}"
+else fail "another ood-home disk stops the VM with an ERROR naming both UUIDs" "rc=$rc: $why"; fi
+vm_wait_ssh late 120
+out=$(vm_ssh late 'findmnt -rn -S /dev/vdb; sha256sum /etc/systemd/system/export-home.mount; echo ssh-ok')
+if [ "$(tail -n1 <<<"$out")" = ssh-ok ] && ! grep -q '^/' <<<"$out" && grep -q "^$unit_before " <<<"$out"; then
+    pass "the other disk is not mounted and export-home.mount is unchanged"
+else fail "the other disk is not mounted and export-home.mount is unchanged" "$out"; fi
+vm_ssh late 'systemctl poweroff' >/dev/null 2>&1
+vm_wait_down late 180 || { fail "late powers off within 180 s"; vm_forget late; vm_report; }
+if [ "$(sum "$other_disk")" = "$other_sum" ]; then pass "the other disk's bytes are unchanged"
+else fail "the other disk's bytes are unchanged"; fi
+
+# ---- 5. its own disk again -------------------------------------------------------------------------
+log "booting late with its own disk again"
+vm_boot late 1024 "$home_disk"
+if why=$(vm_wait_ready late "$ready_timeout"); then
+    vm_result late_own_disk_again_seconds "$(secs_since_ms "${boot_ms[late]}")"
+    vm_wait_ssh late 120
+    out=$(vm_ssh late 'findmnt -rn -o SOURCE /export/home; cat /export/home/alice/thesis.txt')
+    if grep -q '^/dev/vdb$' <<<"$out" && grep -q '^alice thesis$' <<<"$out"; then
+        pass "with its own disk again: READY, the disk mounted as it is, alice's file there"
+    else fail "with its own disk again: the disk mounted as it is, alice's file there" "$out"; fi
+else fail "with its own disk again: READY" "$why
+$(vm_diagnose late)"; fi
+
+vm_report
