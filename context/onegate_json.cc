@@ -184,7 +184,14 @@ Result<VmInfo> ParseVmObject(const json& obj, const std::string& where,
   auto lcm = IntField(obj, "LCM_STATE", where, -1);
   if (!lcm) return Fail(lcm.error());
   vm.lcm_state = *lcm;
-  vm.user_template = LeafMap(Member(obj, "USER_TEMPLATE"));
+  const json* user = Member(obj, "USER_TEMPLATE");
+  vm.has_user_template = user != nullptr && user->is_object();
+  vm.user_template = LeafMap(user);
+  if (vm.has_user_template) {
+    for (auto it = user->begin(); it != user->end(); ++it) {
+      if (!LeafText(it.value())) vm.non_text_attrs.insert(it.key());
+    }
+  }
   const json* tmpl = Member(obj, "TEMPLATE");
   ParseNics(tmpl, vm);
   if (tmpl) vm.context = LeafMap(Member(*tmpl, "CONTEXT"));

@@ -5,6 +5,7 @@
 
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -32,6 +33,12 @@ struct VmInfo {
   int lcm_state = -1;
   /// String-valued USER_TEMPLATE attributes; `{}` reads as ""; nested objects are skipped.
   std::map<std::string, std::string> user_template;
+  /// False when the VM object had no USER_TEMPLATE object at all (OneGate always sends one:
+  /// an answer without it is not understood).
+  bool has_user_template = false;
+  /// USER_TEMPLATE attributes whose value is not text (an array from a repeated key, a
+  /// non-empty object from a vector attribute): they are in neither `user_template` nor "".
+  std::set<std::string> non_text_attrs;
   std::vector<VmNic> nics;
   /// TEMPLATE.CONTEXT (only in extended service output); secrets: never log.
   std::map<std::string, std::string> context;

@@ -355,15 +355,41 @@ Result<ControllerInfo> ControllerFromService(const ServiceInfo& service, int own
                                        : "VM " + Join(waiting)));
 }
 
+std::string OneGateRefusal(long status) {
+  switch (status) {
+    case 400:
+      return "OneGate does not count this VM as a member of a OneFlow service (removed from "
+             "it, or not started by OneFlow); a worker joins only the service it belongs to";
+    case 401:
+      return "OneGate does not accept this VM's token (TOKEN=YES in CONTEXT; a VM re-created "
+             "from a copied CONTEXT has a stale one)";
+    case 403:
+      return "the OneGate server forbids this request (its permissions in "
+             "onegate-server.conf)";
+    case 404:
+      return "OneGate knows no such service or VM (the service was deleted)";
+    default:
+      return "";
+  }
+}
+
 Result<ControllerInfo> DiscoverController(OneGateClient& onegate, int own_vm_id,
                                           const RetryPolicy& policy, Clock& clock,
                                           const std::string& controller_role) {
+  // A transient view or outage is waited for until the deadline; OneGate refusing this VM
+  // (400, 401 after the client's boot window, 403, 404) fails at once: waiting cannot help.
+  bool permanent = false;
   return Retry<ControllerInfo>(
-      policy, clock, "discovering the Slurm controller",
-      [](const Error&) { return true; },  // a transient view or outage: wait until the deadline
+      policy, clock, "discovering the Slurm controller", [&](const Error&) { return !permanent; },
       [&]() -> Result<ControllerInfo> {
+        permanent = false;
         auto service = onegate.GetService(true);
-        if (!service) return Fail(service.error());
+        if (!service) {
+          std::string why = OneGateRefusal(onegate.last_failure().status);
+          if (why.empty()) return Fail(service.error());
+          permanent = true;
+          return Fail(ErrorKind::kInvalidInput, service.error().message + ": " + why);
+        }
         return ControllerFromService(*service, own_vm_id, controller_role);
       });
 }

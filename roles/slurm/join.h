@@ -43,9 +43,14 @@ Result<ControllerInfo> ControllerFromService(
     const ServiceInfo& service, int own_vm_id,
     const std::string& controller_role = slurm::kControllerRole);
 
+/// Why an HTTP status from OneGate means it refuses this VM for good (400, 401 after the
+/// client's boot window, 403, 404), "" for any other status.
+std::string OneGateRefusal(long status);
+
 /// One `GET /service?extended=true` per attempt until ControllerFromService succeeds; every
-/// failure (OneGate errors, no controller role yet, not ready) is retried with backoff and
-/// jitter until `policy.deadline`; the final error says what was missing last.
+/// other failure (no answer, 5xx, no controller role yet, not ready) is retried with backoff
+/// and jitter until `policy.deadline`, and the final error says what was missing last.
+/// OneGate refusing this VM (OneGateRefusal) fails at once with kInvalidInput.
 Result<ControllerInfo> DiscoverController(
     OneGateClient& onegate, int own_vm_id, const RetryPolicy& policy, Clock& clock,
     const std::string& controller_role = slurm::kControllerRole);

@@ -121,6 +121,19 @@ Result<std::set<std::string>> PublishedNodeNames(const ServiceInfo& service) {
                         "' without its details (not an extended view?): cannot tell whether it "
                         "publishes a node name");
       }
+      // An answer not understood changes nothing: read as "not published", it would delete
+      // that VM's node.
+      if (!node.vm->has_user_template) {
+        return Fail(ErrorKind::kInvalidInput,
+                    "OneGate listed VM " + std::to_string(node.vm_id) + " of role '" + role.name +
+                        "' without a USER_TEMPLATE: cannot tell whether it publishes a node name");
+      }
+      if (node.vm->non_text_attrs.count(slurm::kAttrNodeName)) {
+        return Fail(ErrorKind::kInvalidInput,
+                    "VM " + std::to_string(node.vm_id) + " of role '" + role.name + "' has a " +
+                        slurm::kAttrNodeName +
+                        " that is not text (an array or an object): cannot tell its node name");
+      }
       std::string name = node.vm->Attr(slurm::kAttrNodeName);
       size_t b = name.find_first_not_of(" \t\r\n");
       if (b == std::string::npos) continue;

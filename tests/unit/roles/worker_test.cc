@@ -261,6 +261,53 @@ TEST_F(WorkerTest, NoControllerRoleIsAClearErrorWithinTheDeadline) {
   EXPECT_EQ(slurmd_starts_, 0);
 }
 
+// OneGate refusing this VM cannot be waited out: a worker removed from its service, a
+// deleted service, a dead token or a forbidden route fails within seconds with exit 3 and an
+// ERROR that says why, instead of retrying until the join deadline and exiting 5.
+TEST_F(WorkerTest, OneGateRefusingThisVmFailsAtOnce) {
+  int other = sim_.CreateService("Other", {fakes::SimRole("controller", 1)});
+  struct Case {
+    const char* name;
+    std::function<void()> arrange;
+    const char* status;
+    const char* why;
+  } cases[] = {
+      {"removed from the service",
+       [&] { sim_.SetUserAttr(worker_.id, "SERVICE_ID", std::to_string(other)); }, "HTTP 400",
+       "does not count this VM as a member"},
+      {"service deleted", [&] { sim_.SetUserAttr(worker_.id, "SERVICE_ID", "999"); }, "HTTP 404",
+       "knows no such service"},
+      {"dead token",
+       [&] {
+         auto config = fakes::SimConfig(sim_, worker_);
+         config.token = "stale";
+         onegate_ = std::make_unique<OneGateClient>(config, hook_, m_.clock);
+       },
+       "HTTP 401", "does not accept this VM's token"},
+      {"forbidden", [&] { sim_.SetPermission("service.show", false); }, "HTTP 403",
+       "forbids this request"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    sim_.SetUserAttr(worker_.id, "SERVICE_ID", std::to_string(service_));
+    sim_.SetPermission("service.show", true);
+    onegate_ = std::make_unique<OneGateClient>(fakes::SimConfig(sim_, worker_), hook_, m_.clock);
+    c.arrange();
+    const Duration slept_before = m_.clock.slept();
+    sim_.ClearRequests();
+    Run();
+    ASSERT_FALSE(status_);
+    EXPECT_EQ(status_.error().kind, ErrorKind::kInvalidInput) << status_.error().message;
+    EXPECT_NE(status_.error().message.find(c.status), std::string::npos) << status_.error().message;
+    EXPECT_NE(status_.error().message.find(c.why), std::string::npos) << status_.error().message;
+    EXPECT_LT(m_.clock.slept() - slept_before, Duration(20000));
+    int service_requests = 0;
+    for (const auto& r : sim_.Requests()) service_requests += r.path == "/service" ? 1 : 0;
+    EXPECT_LE(service_requests, 3);
+    EXPECT_EQ(slurmd_starts_, 0);
+  }
+}
+
 TEST_F(WorkerTest, BadPublishedKeyIsNamed) {
   ASSERT_TRUE(sim_.SetUserAttr(controller_.id, "SLURM_KEY_SERVER_PUBKEY", "c2hvcnQ="));
   vars_["ONEAPP_SLURM_JOIN_TIMEOUT"] = "10";

@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <nlohmann/json.hpp>
+
 #include "common/log.h"
 #include "roles/names.h"
 #include "tests/fakes/machine.h"
@@ -256,6 +259,65 @@ TEST_F(ReconcileTest, OptionsReachSlurm) {
   }
 }
 
+// An answer the reconciler does not understand changes nothing: read as "not published", it
+// would delete that VM's DOWN node. OneGate's real document, with one VM's USER_TEMPLATE made
+// malformed.
+TEST_F(ReconcileTest, APublicationNotUnderstoodChangesNothing) {
+  AddWorker("w1");
+  int w2 = AddWorker("w2");
+  Node("w1");
+  Node("w2", "DOWN", true);
+  Node("gone", "DOWN", true);
+  const auto doc = nlohmann::json::parse(sim_.ServiceJson(service_, true));
+  struct Case {
+    const char* name;
+    std::function<void(nlohmann::json& user, nlohmann::json& vm)> change;
+    const char* why;
+  } cases[] = {
+      {"array",
+       [](auto& user, auto&) {
+         user["SLURM_NODENAME"] = {"w2", "w2b"};
+       },
+       "SLURM_NODENAME that is not text"},
+      {"object",
+       [](auto& user, auto&) {
+         user["SLURM_NODENAME"] = {{"NAME", "w2"}};
+       },
+       "SLURM_NODENAME that is not text"},
+      {"no USER_TEMPLATE", [](auto&, auto& vm) { vm.erase("USER_TEMPLATE"); },
+       "without a USER_TEMPLATE"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    nlohmann::json changed = doc;
+    bool found = false;
+    for (auto& role : changed["SERVICE"]["roles"]) {
+      for (auto& node : role["nodes"]) {
+        if (node["deploy_id"] != w2) continue;
+        auto& vm = node["vm_info"]["VM"];
+        c.change(vm["USER_TEMPLATE"], vm);
+        found = true;
+      }
+    }
+    ASSERT_TRUE(found);
+    sim_.ClearFaults();
+    sim_.InjectFault(fakes::SimFault(sim::FaultKind::kMalformed, 200, changed.dump()));
+    log::Capture logs;
+    auto r = Run();
+    ASSERT_TRUE(r) << r.error().message;
+    EXPECT_NE(r->skipped.find(c.why), std::string::npos) << r->skipped;
+    EXPECT_NE(r->skipped.find("VM " + std::to_string(w2)), std::string::npos) << r->skipped;
+    EXPECT_EQ(SlurmCalls(), 0u);
+    EXPECT_TRUE(slurm_.log.empty());
+    EXPECT_EQ(slurm_.nodes.size(), 3u);
+  }
+  // The same document as OneGate really sends it: only the node of no VM goes.
+  sim_.ClearFaults();
+  auto ok = Run();
+  ASSERT_TRUE(ok) << ok.error().message;
+  EXPECT_EQ(slurm_.log, (std::vector<std::string>{"delete gone"}));
+}
+
 TEST(ReconcileDecisionTest, PureRules) {
   slurm::SlurmNode n;
   n.name = "x";
@@ -281,6 +343,7 @@ TEST(ReconcileDecisionTest, NodesWithoutVmDetailsBlockTheCycle) {
   ServiceNode with;
   with.vm_id = 1;
   with.vm = VmInfo{};
+  with.vm->has_user_template = true;
   with.vm->user_template[slurm::kAttrNodeName] = " w1 ";
   ServiceNode without;
   without.vm_id = 2;
