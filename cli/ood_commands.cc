@@ -4,8 +4,11 @@
 #include "cli/commands.h"
 #include "common/log.h"
 #include "roles/configure.h"
+#include "roles/host/container.h"
 #include "roles/ood/accounting.h"
 #include "roles/ood/home.h"
+#include "roles/os/files.h"
+#include "roles/os/mounts.h"
 #include "roles/os/process.h"
 
 namespace onehpc {
@@ -14,6 +17,13 @@ int CmdHomeCreate(const std::string& user, const std::string& home_base, const s
   if (::geteuid() != 0) {
     log::Error("home-create must run as root (it creates a home owned by another user)");
     return kExitFailed;
+  }
+  if (home_base == "/home") {  // the real portal; --home-base is for tests
+    LibmountMounts mounts;
+    if (auto s = ood::CheckHomesMounted(mounts, home_base, host::InContainer(Files(""))); !s) {
+      log::Error("home-create {}: {}", user, s.error().message);
+      return ExitCodeFor(s.error().kind);
+    }
   }
   auto request = ood::LookUpHomeUser(user, home_base, skel);
   if (!request) {

@@ -374,6 +374,26 @@ Status ValidateHomeRequest(const HomeRequest& request) {
   return Ok();
 }
 
+Status CheckHomesMounted(Mounts& mounts, const std::string& base, bool in_container) {
+  auto mount = mounts.FindByTarget(base);
+  if (!mount) return Fail(mount.error());
+  const std::string refuse =
+      "; refusing to create a home on this VM's root disk, where the "
+      "workers would not see it and the mount would later hide it";
+  if (!mount->has_value()) {
+    return Fail(ErrorKind::kUnsafe, base +
+                                        " is not mounted (home.mount is not active: is the "
+                                        "storage VM or the site's NFS server reachable?)" +
+                                        refuse);
+  }
+  const std::string& type = (*mount)->fs_type;
+  if (type != "nfs" && type != "nfs4" && !in_container) {
+    return Fail(ErrorKind::kUnsafe, base + " is a " + type + " mount of " + (*mount)->source +
+                                        ", not the homes' NFS export" + refuse);
+  }
+  return Ok();
+}
+
 Result<HomeRequest> LookUpHomeUser(const std::string& user, const std::string& home_base,
                                    const std::string& skel) {
   long size = ::sysconf(_SC_GETPW_R_SIZE_MAX);

@@ -24,6 +24,7 @@
 #include <string>
 
 #include "common/error.h"
+#include "roles/os/mounts.h"
 
 namespace onehpc::ood {
 
@@ -39,6 +40,12 @@ struct HomeRequest {
 };
 
 enum class HomeOutcome { kCreated, kExisted };
+
+/// The portal's /home must be the homes' NFS mount (the storage VM's export or the site's
+/// server; any mount in a container, where the lab binds it): a home made on the portal's
+/// root disk would be invisible to the workers and hidden once the mount comes back.
+/// kUnsafe when `base` is not mounted, or mounted but not over NFS outside a container.
+Status CheckHomesMounted(Mounts& mounts, const std::string& base, bool in_container);
 
 /// Looks the user up with getpwnam_r (NSS: files, SSSD/LDAP). kNotFound for an unknown user.
 Result<HomeRequest> LookUpHomeUser(const std::string& user, const std::string& home_base,

@@ -23,7 +23,10 @@
 #include <thread>
 #include <vector>
 
+#include "roles/host/container.h"
 #include "roles/ood/home.h"
+#include "roles/os/files.h"
+#include "roles/os/mounts.h"
 
 namespace onehpc::ood {
 namespace {
@@ -392,6 +395,16 @@ TEST_F(HomeCreateTest, CommandRefusesUnknownAndSystemUsers) {
   EXPECT_EQ(run({"home-create", "nobody", "--home-base", base_}), 3);
   EXPECT_EQ(run({"home-create", "../etc", "--home-base", base_}), 3);
   EXPECT_EQ(run({"home-create"}), 2);
+  // The real base: this machine's /home is no NFS mount, so nothing is made on its root disk
+  // (exit 4) whoever the user is (the portal's test is tests/vm/ood_scenarios_test.sh).
+  LibmountMounts mounts;
+  auto home = mounts.FindByTarget("/home");
+  ASSERT_TRUE(home);
+  if (!home->has_value() ||
+      ((*home)->fs_type != "nfs" && (*home)->fs_type != "nfs4" && !host::InContainer(Files("")))) {
+    EXPECT_EQ(run({"home-create", "no-such-user-4711"}), 4);
+    EXPECT_EQ(run({"home-create", "--user", "root"}), 4);
+  }
   EXPECT_TRUE(BaseEntries().empty());
   ExpectOutsideUntouched();
 }

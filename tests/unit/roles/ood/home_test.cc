@@ -5,6 +5,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "tests/fakes/mounts.h"
+
 namespace onehpc::ood {
 namespace {
 
@@ -15,6 +17,21 @@ HomeRequest Good() {
   r.gid = 10001;
   r.home = "/home/alice";
   return r;
+}
+
+TEST(HomesMountedTest, OnlyTheNfsMountOfTheHomesIsAccepted) {
+  fakes::FakeMounts mounts;
+  auto none = CheckHomesMounted(mounts, "/home", false);
+  ASSERT_FALSE(none);
+  EXPECT_EQ(none.error().kind, ErrorKind::kUnsafe);
+  EXPECT_THAT(none.error().message, ::testing::HasSubstr("/home is not mounted"));
+  mounts.table.push_back({"/dev/vda1", "/home", "ext4", "rw"});
+  auto local = CheckHomesMounted(mounts, "/home", false);
+  ASSERT_FALSE(local);
+  EXPECT_THAT(local.error().message, ::testing::HasSubstr("is a ext4 mount of /dev/vda1"));
+  EXPECT_TRUE(CheckHomesMounted(mounts, "/home", true));  // the lab's bind mount
+  mounts.table = {{"10.0.0.3:/export/home", "/home", "nfs4", "rw"}};
+  EXPECT_TRUE(CheckHomesMounted(mounts, "/home", false));
 }
 
 TEST(HomeRequestTest, AcceptsAnOrdinaryUser) {
