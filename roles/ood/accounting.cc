@@ -10,6 +10,8 @@
 #include <cerrno>
 #include <cstring>
 #include <ctime>
+#include <filesystem>
+#include <fstream>
 #include <regex>
 
 #include "common/log.h"
@@ -176,8 +178,18 @@ Result<std::vector<std::string>> ListDumps(const AccountingOptions& options) {
 Result<std::vector<std::string>> PruneDumps(const AccountingOptions& options) {
   auto dumps = ListDumps(options);
   if (!dumps) return Fail(dumps.error());
+  // The newest dump with the completion trailer survives whatever `keep` says: after a run of
+  // cut-short dumps it is the only one a restore can use.
+  std::string newest_complete;
+  for (const auto& path : *dumps) {
+    if (auto tail = ReadTail(path); tail && HasCompletionTrailer(*tail)) {
+      newest_complete = path;
+      break;
+    }
+  }
   std::vector<std::string> removed;
   for (size_t i = static_cast<size_t>(options.keep); i < dumps->size(); ++i) {
+    if ((*dumps)[i] == newest_complete) continue;
     if (::unlink((*dumps)[i].c_str()) != 0 && errno != ENOENT) {
       return Fail(ErrorKind::kIo, fmt::format("remove {}: {}", (*dumps)[i], Errno()));
     }
@@ -186,9 +198,64 @@ Result<std::vector<std::string>> PruneDumps(const AccountingOptions& options) {
   return removed;
 }
 
+namespace {
+
+// The marker's content (a dump path), nullopt when there is none.
+Result<std::optional<std::string>> ReadRestoreMarker(const AccountingOptions& options) {
+  if (options.restore_marker.empty()) return std::optional<std::string>();
+  std::ifstream in(options.restore_marker);
+  if (!in) {
+    if (errno == ENOENT || !std::filesystem::exists(options.restore_marker)) {
+      return std::optional<std::string>();
+    }
+    return Fail(ErrorKind::kIo, fmt::format("read {}: {}", options.restore_marker, Errno()));
+  }
+  std::string line;
+  std::getline(in, line);
+  return std::optional<std::string>(line);
+}
+
+Status WriteRestoreMarker(const AccountingOptions& options, const std::string& dump) {
+  if (options.restore_marker.empty()) return Ok();
+  const std::string dir = std::filesystem::path(options.restore_marker).parent_path().string();
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  const std::string temp = options.restore_marker + ".tmp";
+  {
+    std::ofstream out(temp, std::ios::trunc);
+    out << dump << "\n";
+    if (!out.flush()) return Fail(ErrorKind::kIo, fmt::format("write {}", temp));
+  }
+  if (auto s = FsyncPath(temp, O_RDONLY); !s) return s;
+  if (::rename(temp.c_str(), options.restore_marker.c_str()) != 0) {
+    return Fail(ErrorKind::kIo, fmt::format("rename to {}: {}", options.restore_marker, Errno()));
+  }
+  return FsyncPath(dir, O_RDONLY | O_DIRECTORY);
+}
+
+Status RemoveRestoreMarker(const AccountingOptions& options) {
+  if (options.restore_marker.empty()) return Ok();
+  if (::unlink(options.restore_marker.c_str()) != 0 && errno != ENOENT) {
+    return Fail(ErrorKind::kIo, fmt::format("remove {}: {}", options.restore_marker, Errno()));
+  }
+  return FsyncPath(std::filesystem::path(options.restore_marker).parent_path().string(),
+                   O_RDONLY | O_DIRECTORY);
+}
+
+}  // namespace
+
 Result<std::string> DumpAccounting(const AccountingOptions& options, ProcessRunner& runner,
                                    std::chrono::system_clock::time_point now) {
   if (auto ok = CheckOptions(options); !ok) return Fail(ok.error());
+  auto marker = ReadRestoreMarker(options);
+  if (!marker) return Fail(marker.error());
+  if (marker->has_value()) {
+    return Fail(ErrorKind::kUnsafe,
+                fmt::format("accounting dump: a restore of {} from {} is unfinished ({}); a dump "
+                            "now would save a partial database as the newest one. The next "
+                            "configure finishes the restore",
+                            options.database, **marker, options.restore_marker));
+  }
   const std::string name = DumpFileName(options.database, now);
   const std::string final_path = options.backup_dir + "/" + name;
   const std::string temp_path = options.backup_dir + "/." + name + ".tmp";
@@ -237,6 +304,22 @@ Result<std::string> DumpAccounting(const AccountingOptions& options, ProcessRunn
 Result<std::optional<std::string>> RestoreNewestComplete(const AccountingOptions& options,
                                                          ProcessRunner& runner) {
   if (auto ok = CheckOptions(options); !ok) return Fail(ok.error());
+  auto marker = ReadRestoreMarker(options);
+  if (!marker) return Fail(marker.error());
+  if (marker->has_value()) {
+    // Ours and partial: the marker is written only right before loading into an empty database.
+    log::Warn(
+        "accounting: the restore of {} from {} was interrupted ({}); dropping the partial "
+        "database and loading that dump again",
+        options.database, **marker, options.restore_marker);
+    Command drop;
+    drop.argv = ClientArgs(options, options.client_program);
+    drop.argv.push_back(fmt::format("--execute=DROP DATABASE IF EXISTS `{}`", options.database));
+    auto dropped = RunChecked(runner, drop);
+    if (!dropped) {
+      return Fail(dropped.error().WithContext("accounting restore: dropping the partial database"));
+    }
+  }
   Command count;
   count.argv = ClientArgs(options, options.client_program);
   count.argv.push_back("--batch");
@@ -258,12 +341,20 @@ Result<std::optional<std::string>> RestoreNewestComplete(const AccountingOptions
   }
   auto dumps = ListDumps(options);
   if (!dumps) return Fail(dumps.error());
+  // The interrupted restore's dump first: a newer one may hold the partial database.
+  if (marker->has_value()) {
+    auto it = std::find(dumps->begin(), dumps->end(), **marker);
+    if (it != dumps->end()) std::rotate(dumps->begin(), it, it + 1);
+  }
   for (const auto& path : *dumps) {
     auto tail = ReadTail(path);
     if (!tail || !HasCompletionTrailer(*tail)) {
       log::Warn("accounting: {} is incomplete (no '{}' at its end); trying an older dump", path,
                 kDumpCompleted);
       continue;
+    }
+    if (auto s = WriteRestoreMarker(options, path); !s) {
+      return Fail(s.error().WithContext("accounting restore"));
     }
     Command load;
     load.argv = ClientArgs(options, options.client_program);
@@ -273,9 +364,16 @@ Result<std::optional<std::string>> RestoreNewestComplete(const AccountingOptions
         options.database, path));
     load.timeout = options.restore_timeout;
     auto loaded = RunChecked(runner, load);
+    // A failed load keeps the marker: the next start drops what was loaded and tries again.
     if (!loaded) return Fail(loaded.error().WithContext("accounting restore of " + path));
+    if (auto s = RemoveRestoreMarker(options); !s) {
+      return Fail(s.error().WithContext("accounting restore"));
+    }
     log::Info("accounting: restored {} from {}", options.database, path);
     return std::optional<std::string>(path);
+  }
+  if (marker->has_value()) {
+    if (auto s = RemoveRestoreMarker(options); !s) return Fail(s.error());
   }
   log::Warn("accounting: {} is empty and no complete dump is in {}; starting empty",
             options.database, options.backup_dir);
@@ -350,6 +448,7 @@ Status SetUpAccounting(RoleEnv& env, const std::string& backup_dir) {
   AccountingOptions options;
   options.database = kAccountingDb;
   options.backup_dir = env.files.HostPath(backup_dir);
+  options.restore_marker = env.files.HostPath(kRestoreMarker);
   if (env.plan.dry_run()) {
     env.plan.Keep("restore of " + std::string(kAccountingDb),
                   "checked at configure: the newest complete dump is loaded when the "

@@ -28,6 +28,8 @@ struct RoleEnv;
 namespace onehpc::ood {
 
 inline constexpr const char* kDumpCompleted = "-- Dump completed";
+/// The restore marker (AccountingOptions::restore_marker) on the portal.
+inline constexpr char kRestoreMarker[] = "/var/lib/one-hpc/accounting-restore";
 
 struct AccountingOptions {
   std::string dump_program = "mariadb-dump";
@@ -38,8 +40,15 @@ struct AccountingOptions {
   std::string database = "slurm_acct_db";
   std::string backup_dir;  ///< host path of the backup directory on the export
   int keep = 48;           ///< newest complete dumps kept
+  /// Host path of the restore marker, next to the database on this VM's disk: it names the
+  /// dump being loaded while a restore runs. Present at the next start = that restore was
+  /// interrupted: the partial database (ours: the marker is only written before loading into
+  /// an empty one) is dropped and loaded again from the same dump; no dump is taken meanwhile.
+  std::string restore_marker = kRestoreMarker;
   Duration dump_timeout{15 * 60 * 1000};
-  Duration restore_timeout{30 * 60 * 1000};
+  /// Inside one-hpc-configure.service's TimeoutStartSec (20 min) with room for the rest; a
+  /// restore that takes longer is redone at the next boot (the marker), never left partial.
+  Duration restore_timeout{12 * 60 * 1000};
 };
 
 /// `<db>-YYYYmmddTHHMMSSZ.sql` for a UTC time.
@@ -48,18 +57,23 @@ std::string DumpFileName(const std::string& database, std::chrono::system_clock:
 /// True if `text` (a dump's end) ends with mariadb-dump's completion trailer line.
 bool HasCompletionTrailer(const std::string& tail);
 
-/// Dumps the database; returns the path of the new dump.
+/// Dumps the database; returns the path of the new dump. Refused (kUnsafe) while the restore
+/// marker exists: the database is partial.
 Result<std::string> DumpAccounting(const AccountingOptions& options, ProcessRunner& runner,
                                    std::chrono::system_clock::time_point now);
 
 /// The dump files in the backup directory, newest first (by name).
 Result<std::vector<std::string>> ListDumps(const AccountingOptions& options);
 
-/// Removes all but the `keep` newest dumps; returns the removed paths.
+/// Removes all but the `keep` newest dumps, never the newest complete one (a dump whose end
+/// has the completion trailer); returns the removed paths.
 Result<std::vector<std::string>> PruneDumps(const AccountingOptions& options);
 
-/// If the database has no table, loads the newest complete dump. Returns the restored
-/// path, or nullopt if nothing was done (database not empty, or no complete dump).
+/// If the database has no table, loads the newest complete dump (the restore marker written
+/// before, removed after). If the marker says a restore was interrupted, the partial
+/// database is dropped and the marker's dump loaded again (or the newest complete one when
+/// that dump is gone). Returns the restored path, or nullopt if nothing was done (database
+/// not empty, or no complete dump).
 Result<std::optional<std::string>> RestoreNewestComplete(const AccountingOptions& options,
                                                          ProcessRunner& runner);
 

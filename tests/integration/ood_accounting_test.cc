@@ -68,6 +68,7 @@ class MariaDbTest : public ::testing::Test {
         options_.connection = {"--no-defaults", "--socket=" + socket_, "--user=root"};
         options_.backup_dir = dir_ + "/backup";
         options_.keep = 5;
+        options_.restore_marker = dir_ + "/restore-marker";
         return;
       }
       int status;
@@ -155,6 +156,53 @@ TEST_F(MariaDbTest, DumpAndRestoreSkipATruncatedNewestDump) {
   ASSERT_TRUE(again) << again.error().message;
   EXPECT_FALSE(again->has_value());
   EXPECT_EQ(Sql("SELECT COUNT(*) FROM slurm_acct_db.job_table"), "3");
+}
+
+// A restore killed half-way (the portal lost power while loading): the next start finds the
+// marker, drops the partial database and loads the same dump again, even when a newer dump
+// exists; no dump is taken in between.
+TEST_F(MariaDbTest, AnInterruptedRestoreIsRedoneFromTheSameDump) {
+  ASSERT_TRUE(
+      Sql("CREATE DATABASE slurm_acct_db; CREATE TABLE slurm_acct_db.job_table "
+          "(id INT PRIMARY KEY, name VARCHAR(64)) ENGINE=InnoDB; CREATE TABLE "
+          "slurm_acct_db.assoc_table (id INT PRIMARY KEY) ENGINE=InnoDB; INSERT INTO "
+          "slurm_acct_db.job_table VALUES (1, 'one'), (2, 'two'), (3, 'three'); INSERT INTO "
+          "slurm_acct_db.assoc_table VALUES (7)"));
+  auto t0 = std::chrono::system_clock::from_time_t(1790000000);
+  auto dump = DumpAccounting(options_, runner_, t0);
+  ASSERT_TRUE(dump) << dump.error().message;
+  // The new portal began to load it: the marker names it, one table of two is there.
+  ASSERT_TRUE(
+      Sql("DROP DATABASE slurm_acct_db; CREATE DATABASE slurm_acct_db; CREATE TABLE "
+          "slurm_acct_db.job_table (id INT PRIMARY KEY, name VARCHAR(64)) "
+          "ENGINE=InnoDB; INSERT INTO slurm_acct_db.job_table VALUES (1, 'one')"));
+  std::ofstream(options_.restore_marker) << *dump << "\n";
+  auto refused = DumpAccounting(options_, runner_, t0 + std::chrono::minutes(30));
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().kind, ErrorKind::kUnsafe);
+  // A newer complete dump of something else must not be the one restored.
+  {
+    std::ifstream in(*dump);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    std::string other = ss.str();
+    auto pos = other.find("(3,'three')");
+    ASSERT_NE(pos, std::string::npos);
+    other.replace(pos, 11, "(3,'newer')");
+    std::ofstream(options_.backup_dir + "/" +
+                  DumpFileName("slurm_acct_db", t0 + std::chrono::minutes(60)))
+        << other;
+  }
+  auto restored = RestoreNewestComplete(options_, runner_);
+  ASSERT_TRUE(restored) << restored.error().message;
+  ASSERT_TRUE(restored->has_value());
+  EXPECT_EQ(**restored, *dump);
+  EXPECT_EQ(Sql("SELECT COUNT(*) FROM slurm_acct_db.job_table"), "3");
+  EXPECT_EQ(Sql("SELECT name FROM slurm_acct_db.job_table WHERE id = 3"), "three");
+  EXPECT_EQ(Sql("SELECT COUNT(*) FROM slurm_acct_db.assoc_table"), "1");
+  EXPECT_FALSE(fs::exists(options_.restore_marker));
+  // Done: dumps run again.
+  EXPECT_TRUE(DumpAccounting(options_, runner_, t0 + std::chrono::minutes(90)));
 }
 
 TEST_F(MariaDbTest, DumpOfAMissingDatabaseFailsAndLeavesNothing) {

@@ -37,8 +37,12 @@ class AccountingTest : public ::testing::Test {
     options_.backup_dir = dir_;
     options_.connection = {"--socket=/run/mysqld/mysqld.sock"};
     options_.keep = 3;
+    options_.restore_marker = dir_ + ".restore-marker";
   }
-  void TearDown() override { fs::remove_all(dir_); }
+  void TearDown() override {
+    fs::remove_all(dir_);
+    fs::remove(options_.restore_marker);
+  }
   // mariadb-dump writes `content` to its --result-file and exits with `code`.
   void FakeDump(const std::string& content, int code = 0) {
     runner_.On({"mariadb-dump"}, [content, code](const Command& c) {
@@ -60,6 +64,32 @@ class AccountingTest : public ::testing::Test {
   AccountingOptions options_;
   fakes::FakeProcessRunner runner_;
 };
+
+// After a run of cut-short dumps, `keep` would prune the only dump a restore can use.
+TEST_F(AccountingTest, PruningNeverRemovesTheNewestCompleteDump) {
+  const std::string complete = "CREATE TABLE t (i INT);\n-- Dump completed on 2026-11-29\n";
+  Write(dir_ + "/" + DumpFileName("slurm_acct_db", At(1700000000)), complete);
+  Write(dir_ + "/" + DumpFileName("slurm_acct_db", At(1700001000)), complete);
+  for (int i = 2; i < 6; ++i) {
+    Write(dir_ + "/" + DumpFileName("slurm_acct_db", At(1700000000 + i * 1000)), "INSERT (1");
+  }
+  auto removed = PruneDumps(options_);
+  ASSERT_TRUE(removed) << removed.error().message;
+  EXPECT_EQ(removed->size(), 2u);  // 6 dumps, keep 3, the newest complete one stays
+  EXPECT_THAT(Names(), Contains(DumpFileName("slurm_acct_db", At(1700001000))));
+  EXPECT_THAT(Names(), ::testing::Not(Contains(DumpFileName("slurm_acct_db", At(1700000000)))));
+}
+
+TEST_F(AccountingTest, NoDumpWhileARestoreIsUnfinished) {
+  FakeDump("-- Dump completed on 2026-11-29\n");
+  Write(options_.restore_marker, dir_ + "/slurm_acct_db-20231114T221320Z.sql\n");
+  auto dumped = DumpAccounting(options_, runner_, At(1700000000));
+  ASSERT_FALSE(dumped);
+  EXPECT_EQ(dumped.error().kind, ErrorKind::kUnsafe);
+  EXPECT_THAT(dumped.error().message, HasSubstr("is unfinished"));
+  EXPECT_TRUE(Names().empty());
+  EXPECT_TRUE(runner_.commands().empty());
+}
 
 TEST(AccountingNamesTest, FileNameAndTrailer) {
   EXPECT_EQ(DumpFileName("slurm_acct_db", At(1700000000)), "slurm_acct_db-20231114T221320Z.sql");
