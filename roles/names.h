@@ -111,6 +111,9 @@ inline constexpr char kHomesDir[] = "/home";
 inline constexpr char kSoftwareDir[] = "/opt/software";
 /// The portal's mount of kSlurmExport: slurmctld's state, the munge key, accounting dumps.
 inline constexpr char kPortalStateDir[] = "/var/lib/one-hpc/portal-state";
+/// Every name:uid the portals of this service ever gave (FormatUserTable text), on the state
+/// export so that it outlives a replaced portal: a uid is never given to a second user.
+inline constexpr char kUidRegisterFile[] = "/var/lib/one-hpc/portal-state/uid-register";
 
 // ---- timers
 

@@ -66,6 +66,7 @@ class PortalRole : public Role {
     auto users = ood::ParsePortalUsers(env, in->users_text);
     if (!users) return Fail(users.error());
     if (auto s = ood::EnsureLocalAccounts(env, *users, ood::AccountMode::kPortal); !s) return s;
+    if (auto s = ood::RecordUids(env, *users); !s) return s;
 
     auto key = SetUpSlurm(env, *in);
     if (!key) return Fail(key.error());

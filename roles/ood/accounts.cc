@@ -304,6 +304,52 @@ Result<std::vector<LocalUser>> ParseUserTable(std::string_view text) {
   return users;
 }
 
+Result<std::map<std::string, std::uint32_t>> ReadUidRegister(const Files& files) {
+  std::map<std::string, std::uint32_t> out;
+  auto text = files.ReadIfExists(kUidRegisterFile);
+  if (!text) return Fail(text.error());
+  if (!text->has_value()) return out;
+  auto entries = ParseUserTable(**text);
+  if (!entries) {
+    return Fail(ErrorKind::kInvalidInput,
+                std::string(kUidRegisterFile) +
+                    " (the uids given so far) is not a name:uid list; fix it by hand, never "
+                    "delete it (its uids would be given again): " +
+                    entries.error().message);
+  }
+  for (const auto& u : *entries) out[u.name] = u.uid;
+  return out;
+}
+
+Status RecordUids(RoleEnv& env, const std::vector<LocalUser>& users) {
+  auto reg = ReadUidRegister(env.files);
+  if (!reg) return Fail(reg.error());
+  std::map<std::string, std::uint32_t> merged = *reg;
+  for (const auto& u : users) merged[u.name] = u.uid;
+  if (merged == *reg && env.files.Exists(kUidRegisterFile)) {
+    env.plan.Keep(kUidRegisterFile, "every uid given is recorded");
+    return Ok();
+  }
+  std::vector<LocalUser> all;
+  std::set<std::uint32_t> seen;
+  for (const auto& [name, uid] : merged) {
+    if (!seen.insert(uid).second) {
+      return Fail(ErrorKind::kInvalidInput,
+                  fmt::format("uid {} would be recorded for two names in {}; fix it by hand", uid,
+                              kUidRegisterFile));
+    }
+    LocalUser u;
+    u.name = name;
+    u.uid = uid;
+    all.push_back(std::move(u));
+  }
+  auto written = EnsureFile(env, kUidRegisterFile, FormatUserTable(all) + "\n", 0644, std::nullopt,
+                            "the uids given so far, kept with the Slurm state so that a "
+                            "replaced portal never gives a removed user's uid to a new one");
+  if (!written) return Fail(written.error());
+  return Ok();
+}
+
 Result<LocalUserPolicy> AccountPolicy(RoleEnv& env,
                                       const std::vector<std::string>& candidate_names) {
   auto db = ReadAccountDb(env.files, /*with_shadow=*/false);
@@ -323,9 +369,32 @@ Result<LocalUserPolicy> AccountPolicy(RoleEnv& env,
   for (const auto& [name, m] : *managed) {
     if (!candidates.count(name)) policy.taken_uids.insert(m.uid);
   }
+  // Every uid a portal of this service ever gave (a replaced portal has no passwd entry and
+  // no state file of the old one), and the owner of every home, are nobody else's.
+  auto reg = ReadUidRegister(env.files);
+  if (!reg) return Fail(reg.error());
+  for (const auto& [name, uid] : *reg) {
+    if (!candidates.count(name)) policy.taken_uids.insert(uid);
+  }
+  if (auto homes = env.files.List(ood::kHomesDir); homes) {
+    for (const auto& entry : *homes) {
+      if (candidates.count(entry)) continue;
+      struct stat st {};
+      std::string path = env.files.HostPath(kHomeBase + entry);
+      if (::lstat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid != 0) {
+        policy.taken_uids.insert(st.st_uid);
+      }
+    }
+  } else if (homes.error().kind != ErrorKind::kNotFound) {
+    return Fail(homes.error());
+  }
   for (const std::string& name : candidates) {
     if (auto p = db->users.find(name); p != db->users.end()) {
       policy.previous_uids[name] = p->second.uid;
+      continue;
+    }
+    if (auto r = reg->find(name); r != reg->end()) {
+      policy.previous_uids[name] = r->second;
       continue;
     }
     if (!IsValidLoginName(name)) continue;  // never build a path from a bad name

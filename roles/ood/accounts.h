@@ -38,6 +38,8 @@
 #ifndef ONEHPC_ROLES_OOD_ACCOUNTS_H_
 #define ONEHPC_ROLES_OOD_ACCOUNTS_H_
 
+#include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -45,6 +47,7 @@
 #include "common/error.h"
 #include "roles/names.h"
 #include "roles/ood/users.h"
+#include "roles/os/files.h"
 
 namespace onehpc {
 struct RoleEnv;
@@ -80,16 +83,25 @@ Result<std::vector<LocalUser>> ParseUserTable(std::string_view text);
 /// The ParseLocalUsers policy of the portal, from <root>/etc/passwd, <root>/etc/group, the
 /// state file and /home:
 ///  - taken_uids: the uids of every passwd entry and the gids of every group (gid = uid for
-///    our users), except the entries and groups named after a candidate. This includes the
-///    managed accounts that are disabled: their uids are never reused.
+///    our users), every uid of kUidRegisterFile and the owner (not root) of every directory
+///    in /home, except the entries, groups, register lines and homes named after a
+///    candidate. This includes the managed accounts that are disabled and users removed on a
+///    portal since replaced: their uids are never reused.
 ///  - previous_uids[name] for each candidate: the uid of its passwd entry when there is one
-///    (managed, or unmanaged and then adopted if everything else matches), else the owner of
+///    (managed, or unmanaged and then adopted if everything else matches), else its uid in
+///    kUidRegisterFile, else the owner of
 ///    a real directory /home/<name> (lstat; a symlink or anything else is ignored): homes
 ///    survive a replaced portal or a new service on the same disk, so their owner is the
 ///    truth.
 /// `candidate_names`: the names in ONEAPP_AUTH_LOCAL_USERS (see ParsePortalUsers).
 Result<LocalUserPolicy> AccountPolicy(RoleEnv& env,
                                       const std::vector<std::string>& candidate_names);
+
+/// kUidRegisterFile's name -> uid (empty when there is none); kInvalidInput when malformed.
+Result<std::map<std::string, std::uint32_t>> ReadUidRegister(const Files& files);
+
+/// Adds `users` to kUidRegisterFile (written only when it changes; entries are never removed).
+Status RecordUids(RoleEnv& env, const std::vector<LocalUser>& users);
 
 /// ParseLocalUsers(text) for the names, AccountPolicy for them, then ParseLocalUsers(text,
 /// policy): the portal's users with their final uids.

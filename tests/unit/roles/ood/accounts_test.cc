@@ -649,6 +649,55 @@ TEST_F(AccountsTest, ParsePortalUsersKeepsUidsAcrossAReplacedPortal) {
   EXPECT_EQ(FormatUserTable(*users), "alice:10001 bob:10042");
 }
 
+// The replace-then-add case: bob (10002) is removed on the first portal, the portal is
+// replaced (a new root disk: no passwd entry, no state file) and carol is added. bob never
+// logged in (no home), so only the register on the state export remembers his uid: carol
+// must not get it (she would own every file bob left in shared project trees).
+TEST_F(AccountsTest, AReplacedPortalNeverGivesARemovedUsersUidToANewUser) {
+  auto portal = [&](const std::string& list) -> std::vector<LocalUser> {
+    Plan plan(PlanMode::kApply);
+    auto env = Env(plan);
+    auto users = ParsePortalUsers(*env, list);
+    EXPECT_TRUE(users) << users.error().message;
+    if (!users) return {};
+    auto s = EnsureLocalAccounts(*env, *users, AccountMode::kPortal);
+    EXPECT_TRUE(s) << s.error().message;
+    auto recorded = RecordUids(*env, *users);
+    EXPECT_TRUE(recorded) << recorded.error().message;
+    return *users;
+  };
+  EXPECT_EQ(FormatUserTable(portal("alice:Secret-one bob:Secret-two")), "alice:10001 bob:10002");
+  EXPECT_EQ(FormatUserTable(portal("alice:Secret-one")), "alice:10001");
+  EXPECT_EQ(m_.Read(kUidRegisterFile), "alice:10001 bob:10002\n");
+
+  // The new portal VM: its own /etc, no state file; the state export (and the register) stay.
+  m_.Write("/etc/passwd", kPasswd);
+  m_.Write("/etc/group", kGroup);
+  m_.Write("/etc/shadow", kShadow);
+  fs::remove(m_.root + kAccountsStateFile);
+  auto users = portal("alice:Secret-one carol:Secret-three");
+  EXPECT_EQ(FormatUserTable(users), "alice:10001 carol:10003");
+  EXPECT_EQ(m_.Read(kUidRegisterFile), "alice:10001 bob:10002 carol:10003\n");
+
+  // A home whose owner no account and no register line names is taken too.
+  fs::create_directories(m_.root + "/home/dora");
+  if (::geteuid() == 0) {
+    ASSERT_EQ(::chown((m_.root + "/home/dora").c_str(), 10004, 10004), 0);
+    EXPECT_EQ(FormatUserTable(portal("alice:Secret-one carol:Secret-three erin:Secret-four")),
+              "alice:10001 carol:10003 erin:10005");
+  }
+}
+
+TEST_F(AccountsTest, AMalformedUidRegisterStopsBeforeAnyChange) {
+  m_.Write(kUidRegisterFile, "alice:10001 alice:10002\n");
+  Plan plan(PlanMode::kApply);
+  auto env = Env(plan);
+  auto users = ParsePortalUsers(*env, "alice:Secret-one");
+  ASSERT_FALSE(users);
+  EXPECT_THAT(users.error().message, HasSubstr(kUidRegisterFile));
+  EXPECT_THAT(users.error().message, HasSubstr("never delete it"));
+}
+
 TEST(UserTableTest, RoundTrip) {
   LocalUser bob;
   bob.name = "bob";
