@@ -5,6 +5,7 @@
 #include "common/log.h"
 #include "roles/dispatcher.h"
 #include "roles/names.h"
+#include "roles/role_change.h"
 
 namespace onehpc {
 namespace {
@@ -157,8 +158,19 @@ ConfigureOutcome RunConfigure(const ConfigureRequest& request, SystemAdapters& s
   std::vector<std::pair<std::string, std::string>> publish;
   RoleEnv env =
       RoleEnv::From(request.context, *settings, onegate.get(), sys, outcome.plan, &publish);
+  // What the role of the last successful configure left enabled (a role change between boots
+  // is undone once the new role is configured; roles/role_change.h).
+  auto previous = ReadRoleRecord(sys.files);
+  if (!previous) return fail(previous.error());
+  std::vector<std::string> enabled_units;
+  env.enabled_units = &enabled_units;
   Status configured = role->Configure(env);
   if (!configured) return fail(configured.error());
+  if (previous->has_value()) {
+    if (auto s = RetirePreviousRole(env, **previous, role->Name(), enabled_units); !s) {
+      return fail(s.error());
+    }
+  }
 
   const bool report_ready = settings->GetBool("REPORT_READY");
   if (report_ready) publish.emplace_back(kAttrReady, "YES");
@@ -184,6 +196,9 @@ ConfigureOutcome RunConfigure(const ConfigureRequest& request, SystemAdapters& s
   }
 
   if (!dry_run) {
+    if (auto s = WriteRoleRecord(sys.files, RoleRecord{role->Name(), enabled_units}); !s) {
+      log::Warn("could not record the role in {}: {}", kRoleRecordFile, s.error().message);
+    }
     WriteStatus(sys, request, outcome);
     log::Info("one-hpc configure finished: role {} is configured", role->Name());
   }

@@ -40,6 +40,7 @@ Status DaemonReloadIf(RoleEnv& env, bool changed, const std::string& why) {
 
 Status EnsureUnitEnabled(RoleEnv& env, const std::string& unit, const std::string& wanted_by,
                          const std::string& why) {
+  if (env.enabled_units != nullptr) env.enabled_units->push_back(unit);
   std::string link = "/etc/systemd/system/" + wanted_by + ".wants/" + unit;
   if (env.files.Exists(link)) {
     env.plan.Keep("enabled " + unit, "it is enabled (" + link + ")");

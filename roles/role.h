@@ -57,6 +57,9 @@ struct RoleEnv {
   std::vector<std::pair<std::string, std::string>>* publish = nullptr;
   /// One-line TCP exchanges: a worker asks the controller's key server (nullptr: it cannot).
   LineExchange* exchange = nullptr;
+  /// Every unit EnsureUnitEnabled saw (enabled now or already), for the role record
+  /// (roles/role_change.h); nullptr: not collected.
+  std::vector<std::string>* enabled_units = nullptr;
 
   /// The one way to build it: from the run's adapters.
   static RoleEnv From(const LoadedContext& context, const Settings& settings,

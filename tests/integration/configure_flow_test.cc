@@ -9,6 +9,7 @@
 #include "common/log.h"
 #include "roles/configure.h"
 #include "roles/dispatcher.h"
+#include "roles/role_change.h"
 #include "tests/fakes/clock.h"
 #include "tests/fakes/process_runner.h"
 #include "tests/simulator/onegate_simulator.h"
@@ -44,6 +45,29 @@ class ProbeRole : public Role {
   }
 };
 
+// A role that enables the units it is given.
+class UnitsRole : public Role {
+ public:
+  UnitsRole(std::string name, std::vector<std::string> units)
+      : name_(std::move(name)), units_(std::move(units)) {}
+  std::string Name() const override { return name_; }
+  std::string Service() const override { return "Test"; }
+  std::string Summary() const override { return "test role"; }
+  std::vector<SettingSpec> Settings() const override { return {}; }
+  Status Configure(RoleEnv& env) override {
+    for (const auto& unit : units_) {
+      if (auto s = EnsureUnitEnabled(env, unit, "multi-user.target", "the test role runs it"); !s) {
+        return s;
+      }
+    }
+    return Ok();
+  }
+
+ private:
+  std::string name_;
+  std::vector<std::string> units_;
+};
+
 class ConfigureFlowTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -72,6 +96,7 @@ class ConfigureFlowTest : public ::testing::Test {
     request.mode = mode;
     request.make_role = [](const std::string& name) -> std::unique_ptr<Role> {
       if (name == "probe") return std::make_unique<ProbeRole>();
+
       return MakeRole(name);  // the real modules (nullptr for an unknown name)
     };
     return RunConfigure(request, adapters_);
@@ -235,6 +260,60 @@ TEST_F(ConfigureFlowTest, StorageAndWorkerRefuseThePortalsUsersBeforeAnyChange) 
   EXPECT_EQ(RunFollow(context, adapters_), kExitInvalidInput);
   EXPECT_TRUE(runner_.commands().empty());
   log::ClearSecrets();
+}
+
+// A VM re-contextualised to another role: once the new role is configured, the units only the
+// old one enabled are disabled and stopped (the shared ones stay), and the record names the
+// new role; the same role again changes nothing.
+TEST_F(ConfigureFlowTest, ARoleChangeDisablesAndStopsTheOldRolesUnits) {
+  UseRoot();
+  runner_.On({"systemctl"}, [this](const Command& c) {
+    if (c.argv.size() >= 3 && c.argv[1] == "enable") {
+      std::filesystem::create_directories(root_ / "etc/systemd/system/multi-user.target.wants");
+      std::ofstream(root_ / "etc/systemd/system/multi-user.target.wants" / c.argv[2]) << "x";
+    }
+    return ProcessResult{0, 0, false, "", ""};
+  });
+  SystemctlSystemd online(runner_, "");  // the fake runner answers; nothing leaves the test
+  SystemAdapters sys{runner_, files_, online, block_devices_, mounts_, clock_, http_};
+  auto run = [&](const std::string& role) {
+    ConfigureRequest request;
+    request.context.vars = {{"ONEAPP_ROLE", role}};
+    request.context.origin = "test";
+    request.make_role = [](const std::string& name) -> std::unique_ptr<Role> {
+      return std::make_unique<UnitsRole>(
+          name, name == "was" ? std::vector<std::string>{"old-only.timer", "shared.service"}
+                              : std::vector<std::string>{"shared.service", "new-only.service"});
+    };
+    size_t before = runner_.commands().size();
+    ConfigureOutcome out = RunConfigure(request, sys);
+    EXPECT_EQ(out.exit_code, kExitOk) << out.error;
+    std::vector<std::string> cmds;
+    for (size_t i = before; i < runner_.commands().size(); ++i) {
+      std::string line;
+      for (const auto& a : runner_.commands()[i].argv) line += (line.empty() ? "" : " ") + a;
+      cmds.push_back(line);
+    }
+    return cmds;
+  };
+  run("was");
+  auto record = nlohmann::json::parse(ReadRoot(kRoleRecordFile));
+  EXPECT_EQ(record["role"], "was");
+  EXPECT_EQ(record["units"], nlohmann::json({"old-only.timer", "shared.service"}));
+
+  auto cmds = run("now");
+  auto has = [&](const std::string& c) {
+    return std::find(cmds.begin(), cmds.end(), c) != cmds.end();
+  };
+  EXPECT_TRUE(has("systemctl disable old-only.timer")) << ::testing::PrintToString(cmds);
+  EXPECT_TRUE(has("systemctl --no-block stop old-only.timer")) << ::testing::PrintToString(cmds);
+  EXPECT_FALSE(has("systemctl disable shared.service"));
+  EXPECT_FALSE(has("systemctl --no-block stop shared.service"));
+  record = nlohmann::json::parse(ReadRoot(kRoleRecordFile));
+  EXPECT_EQ(record["role"], "now");
+  EXPECT_EQ(record["units"], nlohmann::json({"new-only.service", "shared.service"}));
+
+  for (const auto& c : run("now")) EXPECT_EQ(c.find("disable"), std::string::npos) << c;
 }
 
 }  // namespace
