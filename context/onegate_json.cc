@@ -166,6 +166,24 @@ void ParseNics(const json* template_obj, VmInfo& vm) {
   }
 }
 
+void ParseDisks(const json* template_obj, VmInfo& vm) {
+  if (!template_obj || !template_obj->is_object()) return;
+  const json* disks = Member(*template_obj, "DISK");
+  if (!disks) return;
+  vm.disks_listed = true;
+  for (const json* e : Elements(disks)) {
+    if (!e->is_object()) continue;
+    VmDisk disk;
+    disk.disk_id = Text(*e, "DISK_ID");
+    disk.target = Text(*e, "TARGET");
+    disk.image = Text(*e, "IMAGE");
+    disk.type = Text(*e, "TYPE");
+    disk.persistent = Text(*e, "PERSISTENT") == "YES";
+    disk.size_mb = Text(*e, "SIZE");
+    vm.disks.push_back(std::move(disk));
+  }
+}
+
 /// A VM object (the value of "VM"). `fallback_id` is used when ID is absent.
 Result<VmInfo> ParseVmObject(const json& obj, const std::string& where,
                              std::optional<int> fallback_id) {
@@ -194,6 +212,7 @@ Result<VmInfo> ParseVmObject(const json& obj, const std::string& where,
   }
   const json* tmpl = Member(obj, "TEMPLATE");
   ParseNics(tmpl, vm);
+  ParseDisks(tmpl, vm);
   if (tmpl) vm.context = LeafMap(Member(*tmpl, "CONTEXT"));
   return vm;
 }

@@ -26,6 +26,16 @@ struct VmNic {
   std::string network_id;
 };
 
+/// One entry of TEMPLATE.DISK (extended service output: the live, unfiltered VM hash).
+struct VmDisk {
+  std::string disk_id;
+  std::string target;       ///< TARGET, the guest's device name as OpenNebula asks for it ("vdb")
+  std::string image;        ///< IMAGE: the image's name; empty for a volatile disk
+  std::string type;         ///< TYPE: "fs"/"swap" for volatile disks, the image's disk type else
+  bool persistent = false;  ///< PERSISTENT=YES: the image outlives the VM
+  std::string size_mb;      ///< SIZE
+};
+
 struct VmInfo {
   int id = -1;
   std::string name;
@@ -40,6 +50,10 @@ struct VmInfo {
   /// non-empty object from a vector attribute): they are in neither `user_template` nor "".
   std::set<std::string> non_text_attrs;
   std::vector<VmNic> nics;
+  /// TEMPLATE.DISK, in template order; `disks_listed` is false when there is no DISK at all
+  /// (GET /vm filters it out; an extended service document has it).
+  std::vector<VmDisk> disks;
+  bool disks_listed = false;
   /// TEMPLATE.CONTEXT (only in extended service output); secrets: never log.
   std::map<std::string, std::string> context;
   /// OpenNebula 6.10 appends entries holding only an IP (external IPs found in MONITORING)

@@ -177,7 +177,17 @@ std::vector<SettingSpec> StorageSettings() {
       "workers mount it, and the storage role neither looks at a disk nor exports /export/home "
       "(the Slurm state and software exports still run).";
   home.roles = {ood::kStorageRole};
-  std::vector<SettingSpec> specs = {home, ood::ComputeNetworkSetting()};
+  SettingSpec volatile_disk;
+  volatile_disk.name = disk::kHomeDiskVolatileSetting;
+  volatile_disk.type = SettingType::kBool;
+  volatile_disk.default_value = "NO";
+  volatile_disk.description =
+      "Let a blank volatile disk (or a non-persistent image) hold the homes. By default only a "
+      "persistent datablock is formatted (the one whose image is named ood-home, else the only "
+      "persistent one, as OneGate lists this VM's disks): a volatile disk is deleted with the "
+      "VM, and the homes with it.";
+  volatile_disk.roles = {ood::kStorageRole};
+  std::vector<SettingSpec> specs = {home, volatile_disk, ood::ComputeNetworkSetting()};
   for (auto& spec : squid::SoftwareProxySettings({ood::kStorageRole})) specs.push_back(spec);
   return specs;
 }

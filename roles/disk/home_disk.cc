@@ -12,6 +12,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <map>
+#include <utility>
 
 #include "common/log.h"
 
@@ -124,6 +126,87 @@ const char* ToString(HomeSource source) {
   return "?";
 }
 
+std::string DiskFacts::Describe() const {
+  if (!image.empty()) {
+    return std::string(persistent ? "persistent" : "non-persistent (a copy deleted with the VM)") +
+           " image '" + image + "' (TARGET " + target + ")";
+  }
+  return "volatile disk (TYPE=" + (type.empty() ? std::string("?") : type) + ", TARGET " + target +
+         ", deleted with the VM)";
+}
+
+namespace {
+
+// Among the blank disks, the one OpenNebula's disk list positively names for the homes: a
+// persistent image called ood-home, else the only persistent image; a volatile one only when
+// the operator allows it. Returns the device and why.
+Result<std::pair<std::string, std::string>> ChooseByFacts(const HomeDiskInputs& inputs,
+                                                          const std::vector<std::string>& blank) {
+  std::vector<std::string> named, persistent, volatile_ok, refused;
+  for (const auto& device : blank) {
+    auto it = inputs.facts->find(device);
+    if (it == inputs.facts->end()) {
+      refused.push_back(device + ": not in OpenNebula's disk list (TARGET " +
+                        device.substr(device.rfind('/') + 1) + ")");
+      continue;
+    }
+    const DiskFacts& f = it->second;
+    const bool keeps = !f.image.empty() && f.persistent;
+    if (keeps && f.image == inputs.label) {
+      named.push_back(device);
+    } else if (keeps) {
+      persistent.push_back(device);
+    } else if (inputs.allow_volatile) {
+      volatile_ok.push_back(device);
+    } else {
+      refused.push_back(device + ": " + f.Describe());
+    }
+  }
+  auto describe = [&](const std::string& device) {
+    return device + " (" + inputs.facts->at(device).Describe() + ")";
+  };
+  if (named.size() == 1) {
+    return std::make_pair(named.front(), "persistent image '" + inputs.label + "'");
+  }
+  if (named.size() > 1) {
+    return Fail(ErrorKind::kUnsafe,
+                fmt::format("several blank persistent images are named '{}' ({}): refusing to "
+                            "guess which one holds the homes; detach all but one",
+                            inputs.label, fmt::join(named, ", ")));
+  }
+  if (persistent.size() == 1) {
+    return std::make_pair(persistent.front(),
+                          "only persistent datablock (" + describe(persistent.front()) + ")");
+  }
+  if (persistent.size() > 1) {
+    std::vector<std::string> all;
+    for (const auto& d : persistent) all.push_back(describe(d));
+    return Fail(ErrorKind::kUnsafe,
+                fmt::format("several blank persistent datablocks ({}): refusing to guess which "
+                            "one holds the homes; name that image '{}'",
+                            fmt::join(all, "; "), inputs.label));
+  }
+  if (volatile_ok.size() == 1) {
+    return std::make_pair(volatile_ok.front(),
+                          "only blank disk allowed by ONEAPP_HOME_DISK_VOLATILE=YES (" +
+                              describe(volatile_ok.front()) + ": the homes go with the VM)");
+  }
+  if (volatile_ok.size() > 1) {
+    return Fail(ErrorKind::kUnsafe,
+                fmt::format("several blank volatile disks ({}): refusing to guess which one "
+                            "holds the homes; attach a persistent datablock named '{}'",
+                            fmt::join(volatile_ok, ", "), inputs.label));
+  }
+  return Fail(ErrorKind::kUnsafe,
+              fmt::format("no blank disk is a persistent datablock, so none is formatted for the "
+                          "homes (they would be deleted with the VM): {}. Nothing was written. "
+                          "Attach a persistent datablock (named '{}'), or set "
+                          "ONEAPP_HOME_DISK_VOLATILE=YES to keep the homes on a volatile disk",
+                          fmt::join(refused, "; "), inputs.label));
+}
+
+}  // namespace
+
 Result<HomeDiskDecision> DecideHomeDisk(const HomeDiskInputs& inputs, BlockDevices& devices,
                                         Mounts& mounts, const LabelFinder& find_label,
                                         const ExclusiveCheck& exclusive) {
@@ -229,6 +312,22 @@ Result<HomeDiskDecision> DecideHomeDisk(const HomeDiskInputs& inputs, BlockDevic
   decision.source = HomeSource::kFormatBlank;
   decision.device = blank.front();
   decision.fs_type = "ext4";
+  if (inputs.facts) {
+    auto chosen = ChooseByFacts(inputs, blank);
+    if (!chosen) return Fail(chosen.error());
+    decision.device = chosen->first;
+    decision.why = chosen->first +
+                   " is blank (no signature, no partition table, zeros at both ends, not "
+                   "mounted, not held) and OpenNebula says it is the " +
+                   chosen->second;
+    for (auto& f : decision.findings) {
+      auto it = inputs.facts->find(f.device);
+      f.content +=
+          "; OpenNebula: " +
+          (it == inputs.facts->end() ? std::string("not in its disk list") : it->second.Describe());
+    }
+    return decision;
+  }
   decision.why = blank.front() +
                  " is blank (no signature, no partition table, zeros at both "
                  "ends, not mounted, not held)";

@@ -11,12 +11,17 @@
 //      header, non-zero head/tail, ambivalent probe, mounted, held) stops the role with kUnsafe
 //      naming the device and its content: we never guess which of the attached disks may be
 //      formatted.
-//   3. All candidates blank: the first by device name is formatted (logged).
+//   3. All candidates blank: with OpenNebula's disk list (OneGate), only a persistent image
+//      may be formatted: the one named ood-home, else the only persistent one; a volatile
+//      disk (deleted with the VM) only with ONEAPP_HOME_DISK_VOLATILE=YES; none or several
+//      eligible → kUnsafe saying what to do. Without that list: the first by device name
+//      (logged).
 //   4. No candidate: the homes stay on the root disk.
 #ifndef ONEHPC_ROLES_DISK_HOME_DISK_H_
 #define ONEHPC_ROLES_DISK_HOME_DISK_H_
 
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -73,8 +78,24 @@ struct HomeDiskDecision {
   std::string why;                    ///< one line for the plan and the log
 };
 
+/// What OpenNebula says one disk is (TEMPLATE.DISK of this VM in the extended service
+/// document), by device path ("/dev/" + TARGET).
+struct DiskFacts {
+  std::string target;
+  std::string image;        ///< the image's name; empty for a volatile disk
+  bool persistent = false;  ///< PERSISTENT=YES: outlives the VM
+  std::string type;         ///< TYPE ("fs"/"swap" for volatile disks)
+  /// "persistent image 'ood-home' (DISK 1)", "volatile disk (TYPE=fs, DISK 2)", ...
+  std::string Describe() const;
+};
+
 struct HomeDiskInputs {
   std::vector<std::string> candidates;  ///< whole disks, already without root disk and CD
+  /// OpenNebula's disk list by device path; nullopt when OneGate is missing or lists no disk
+  /// (then the choice is made from the disks' content alone, as before).
+  std::optional<std::map<std::string, DiskFacts>> facts;
+  /// ONEAPP_HOME_DISK_VOLATILE: a volatile disk (or a non-persistent image) may hold the homes.
+  bool allow_volatile = false;
   std::string label = kHomeLabel;
   /// Host path of the home mount point (root prefix applied), to recognise "already ours".
   std::string mount_point = ood::kHomeExport;

@@ -28,6 +28,37 @@ Result<std::vector<std::string>> Candidates(RoleEnv& env, const HomeMountOptions
   return out;
 }
 
+// This VM's TEMPLATE.DISK from the extended service document, by "/dev/" + TARGET.
+std::optional<std::map<std::string, DiskFacts>> FactsFromOneGate(RoleEnv& env, std::string* note) {
+  const std::string fallback = ": the home disk is chosen from the disks' content alone";
+  if (env.onegate == nullptr) {
+    *note = "no OneGate (TOKEN=YES is not in CONTEXT)" + fallback;
+    return std::nullopt;
+  }
+  const std::string vmid = env.Var("VMID");
+  auto service = env.onegate->GetService(true);
+  if (!service) {
+    *note =
+        "OneGate's service document could not be read (" + service.error().message + ")" + fallback;
+    return std::nullopt;
+  }
+  for (const auto& role : service->roles) {
+    for (const auto& node : role.nodes) {
+      if (std::to_string(node.vm_id) != vmid || !node.vm) continue;
+      if (!node.vm->disks_listed) break;
+      std::map<std::string, DiskFacts> facts;
+      for (const auto& d : node.vm->disks) {
+        if (d.target.empty() || d.target.find('/') != std::string::npos) continue;
+        facts["/dev/" + d.target] = DiskFacts{d.target, d.image, d.persistent, d.type};
+      }
+      *note = "OpenNebula lists " + std::to_string(facts.size()) + " disk(s) of VM " + vmid;
+      return facts;
+    }
+  }
+  *note = "OneGate's service document lists no disk of VM " + vmid + fallback;
+  return std::nullopt;
+}
+
 // What this VM's export-home.mount says: the device it mounts ("/dev/disk/by-uuid/<uuid>")
 // and that UUID; nullopt when there is no such unit (the homes were never on a disk here).
 struct RecordedHomeDisk {
@@ -121,6 +152,14 @@ Result<bool> EnsureHomeDisk(RoleEnv& env, const HomeMountOptions& options) {
   HomeDiskInputs inputs;
   inputs.candidates = *candidates;
   inputs.mount_point = env.files.HostPath(ood::kHomeExport);
+  inputs.allow_volatile = env.settings.GetBool(kHomeDiskVolatileSetting);
+  if (!inputs.candidates.empty()) {
+    std::string note;
+    inputs.facts =
+        options.disk_facts ? options.disk_facts(env, &note) : FactsFromOneGate(env, &note);
+    log::Info("storage: {}", note);
+    env.plan.Keep("OpenNebula's disk list", note);
+  }
   LabelFinder find_label =
       options.find_label ? options.find_label : FindLabelWith(env.block_devices);
   auto decision =
@@ -158,6 +197,15 @@ Result<bool> EnsureHomeDisk(RoleEnv& env, const HomeMountOptions& options) {
     if (!s) return Fail(s.error());
   } else {
     env.plan.Keep("filesystem on " + decision->device, decision->why);
+    if (inputs.facts) {
+      auto f = inputs.facts->find(decision->device);
+      if (f != inputs.facts->end() && !(f->second.persistent && !f->second.image.empty())) {
+        log::Warn(
+            "storage: the ood-home filesystem is on {}, a {}: the homes are deleted with "
+            "the VM",
+            decision->device, f->second.Describe());
+      }
+    }
   }
 
   // Mount now (a crash between mkfs and here converges: the next run finds the label).

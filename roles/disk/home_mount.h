@@ -5,6 +5,8 @@
 #define ONEHPC_ROLES_DISK_HOME_MOUNT_H_
 
 #include <functional>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,7 +27,14 @@ struct HomeMountOptions {
   /// Candidate whole disks; empty = env.block_devices.ListDisks minus the root disk.
   std::function<Result<std::vector<std::string>>(RoleEnv&)> candidates;
   std::string sys_class_block = "/sys/class/block";
+  /// OpenNebula's disk list by device path; empty = this VM's TEMPLATE.DISK from the
+  /// extended OneGate service document (nullopt when OneGate is missing or lists none).
+  std::function<std::optional<std::map<std::string, DiskFacts>>(RoleEnv&, std::string* note)>
+      disk_facts;
 };
+
+/// The setting that lets a volatile disk hold the homes.
+inline constexpr char kHomeDiskVolatileSetting[] = "ONEAPP_HOME_DISK_VOLATILE";
 
 /// Decides, formats (a positively blank disk only), mounts and persists the home disk.
 /// Returns whether the homes are on a mounted data disk (false: on the root disk). Refuses

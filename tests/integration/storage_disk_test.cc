@@ -126,6 +126,7 @@ class StorageDiskTest : public ::testing::Test {
     disk::HomeDiskInputs in;
     in.candidates = disks_;
     in.mount_point = root_ + "/export/home";
+    in.facts = facts_;
     return disk::DecideHomeDisk(in, devices_, mounts_, OurLabels(), disk::OpenExclusive);
   }
   // The whole storage role, apply mode, under root_.
@@ -134,6 +135,12 @@ class StorageDiskTest : public ::testing::Test {
     o.exportfs_under_root = true;  // answered by the fake runner
     o.find_label = OurLabels();
     o.candidates = [this](RoleEnv&) -> Result<std::vector<std::string>> { return disks_; };
+    if (facts_) {
+      o.disk_facts = [this](RoleEnv&, std::string* note) {
+        *note = "the test's disk list";
+        return facts_;
+      };
+    }
     auto role = MakeStorageRole(o);
     LoadedContext context;
     // One NIC: the compute NIC without OneGate (several need a named NIC or
@@ -178,6 +185,7 @@ class StorageDiskTest : public ::testing::Test {
   RealClock clock_;
   std::set<std::string> active_;
   std::unique_ptr<Plan> plan_;
+  std::optional<std::map<std::string, disk::DiskFacts>> facts_;
 };
 
 TEST_F(StorageDiskTest, BlankIsFormattedLabelledMountedAndConverges) {
@@ -468,6 +476,29 @@ TEST_F(StorageDiskTest, ForeignOodHomeIsRefusedNamingBothUuids) {
   disks_ = {ours};
   ASSERT_TRUE(RunRole()) << plan_->Render();
   EXPECT_EQ(devices_.Probe(ours)->uuid, our_uuid);
+}
+
+// OpenNebula says the first blank disk by name is volatile (deleted with the VM) and the
+// second is the persistent datablock: the second is formatted, the first's bytes unchanged;
+// with only the volatile one the role refuses and writes nothing.
+TEST_F(StorageDiskTest, OpenNebulasDiskListKeepsTheHomesOffAVolatileDisk) {
+  std::string scratch = Disk();
+  std::string datablock = Disk();
+  ASSERT_LT(scratch, datablock);
+  std::uint64_t scratch_sum = Checksum(scratch);
+  facts_ = std::map<std::string, disk::DiskFacts>{
+      {scratch, disk::DiskFacts{"vdb", "", false, "fs"}},
+      {datablock, disk::DiskFacts{"vdc", "ood-home", true, "FILE"}}};
+  ASSERT_TRUE(RunRole()) << plan_->Render();
+  EXPECT_EQ(devices_.Probe(datablock)->label, "ood-home");
+  EXPECT_EQ(Checksum(scratch), scratch_sum);
+}
+
+TEST_F(StorageDiskTest, OnlyAVolatileDiskIsRefusedUntouched) {
+  std::string scratch = Disk();
+  facts_ =
+      std::map<std::string, disk::DiskFacts>{{scratch, disk::DiskFacts{"vdb", "", false, "fs"}}};
+  ExpectRefused(scratch, "no blank disk is a persistent datablock");
 }
 
 }  // namespace

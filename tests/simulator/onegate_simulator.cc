@@ -22,6 +22,7 @@
 //   PUT    /_sim/services/:id/roles/:role/state  {"state":N or -1}
 //   POST   /_sim/vms                      {"service_id","role", vm} -> {"id","token"}
 //          vm: {"name","nics":[{"ip","mac","network","network_id","name"}],"context":{},
+//               "disks":[{"TARGET","IMAGE","PERSISTENT",...}],
 //               "user_template":{},"user_vectors":{},"state","lcm_state"}
 //   GET    /_sim/vms                      [{"id","name","service_id","role","state",...}]
 //   GET    /_sim/vms/:id                  {"id","token","service_id","role","vm":{VM hash}}
@@ -31,6 +32,7 @@
 //   PUT    /_sim/vms/:id/state            {"state","lcm_state"}
 //   PUT    /_sim/vms/:id/nics/:index      {"ip"}
 //   POST   /_sim/vms/:id/nics             {"ip","mac","network","network_id","name"} (attach)
+//   POST   /_sim/vms/:id/disks            {"TARGET","IMAGE","PERSISTENT",...} (disk-attach)
 //   POST   /_sim/vms/:id/terminate        {"hard":bool}
 //   GET    /_sim/terminations
 //   POST   /_sim/faults                   {"kind":"status|hang|slow|truncated|malformed|reset",
@@ -471,6 +473,7 @@ struct Vm {
   long long etime = 0;
   Json user_template = Json::object();  // key -> string | object | array (repeated key)
   std::vector<Nic> nics;
+  std::vector<std::map<std::string, std::string>> disks;
   std::map<std::string, std::string> context;
   OJson creation_info;  // the 6-field vm_info OneFlow stored at creation
 };
@@ -706,6 +709,8 @@ struct OneGateSimulator::Impl {
       vm.nics.push_back(nic);
     }
     vm.context = spec.context;
+    vm.disks = spec.disks;
+    for (size_t i = 0; i < vm.disks.size(); ++i) vm.disks[i].emplace("DISK_ID", std::to_string(i));
     vm.creation_info = OJson{{"VM",
                               {{"ID", std::to_string(vm.id)},
                                {"UID", "5"},
@@ -925,6 +930,19 @@ struct OneGateSimulator::Impl {
       Json arr = Json::array();
       for (size_t i = 0; i < vm.nics.size(); ++i) arr.push_back(NicJson(vm.nics[i], i, true));
       tmpl["NIC"] = arr;
+    }
+    // DISK like NIC in this hash: an object for one disk, an array for several.
+    auto disk_json = [](const std::map<std::string, std::string>& d) {
+      Json o = Json::object();
+      for (const auto& [k, v] : d) o[k] = LeafOrEmpty(v);
+      return o;
+    };
+    if (vm.disks.size() == 1) {
+      tmpl["DISK"] = disk_json(vm.disks[0]);
+    } else if (vm.disks.size() > 1) {
+      Json arr = Json::array();
+      for (const auto& d : vm.disks) arr.push_back(disk_json(d));
+      tmpl["DISK"] = arr;
     }
     tmpl["TEMPLATE_ID"] = "0";
     tmpl["VMID"] = std::to_string(vm.id);
@@ -1482,6 +1500,9 @@ VmSpec VmSpecFromJson(const Json& j) {
     for (const auto& n : j["nics"]) spec.nics.push_back(NicSpecFromJson(n));
   }
   if (j.contains("context")) spec.context = StringMap(j["context"]);
+  if (j.contains("disks") && j["disks"].is_array()) {
+    for (const auto& d : j["disks"]) spec.disks.push_back(StringMap(d));
+  }
   if (j.contains("user_template")) spec.user_template = StringMap(j["user_template"]);
   if (j.contains("user_vectors") && j["user_vectors"].is_object()) {
     for (const auto& [k, v] : j["user_vectors"].items()) spec.user_vectors[k] = StringMap(v);
@@ -1543,6 +1564,7 @@ void OneGateSimulator::Impl::HandleOperator(const httplib::Request& req, httplib
   const auto vm_attr = MatchPath(p, "/_sim/vms/#/user_template/:");
   const auto vm_nic = MatchPath(p, "/_sim/vms/#/nics/#");
   const auto vm_nics = MatchPath(p, "/_sim/vms/#/nics");
+  const auto vm_disks = MatchPath(p, "/_sim/vms/#/disks");
   try {
     if (method == "GET" && p == "/_sim/health") {
       reply(200, Json{{"ok", true}});
@@ -1665,6 +1687,11 @@ void OneGateSimulator::Impl::HandleOperator(const httplib::Request& req, httplib
       reply(200, Json::object());
     } else if (vm_nics && method == "POST") {
       if (!owner->AddNic(std::stoi((*vm_nics)[0]), NicSpecFromJson(body))) {
+        return fail(404, "no such VM");
+      }
+      reply(200, Json::object());
+    } else if (vm_disks && method == "POST") {
+      if (!owner->AddDisk(std::stoi((*vm_disks)[0]), StringMap(body))) {
         return fail(404, "no such VM");
       }
       reply(200, Json::object());
@@ -1920,6 +1947,16 @@ bool OneGateSimulator::AddNic(int vm_id, const NicSpec& ns) {
   nic.network_id = ns.network_id;
   nic.name = ns.name.empty() ? "NIC" + std::to_string(index) : ns.name;
   vm->nics.push_back(nic);
+  return true;
+}
+
+bool OneGateSimulator::AddDisk(int vm_id, const std::map<std::string, std::string>& disk) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  Vm* vm = impl_->FindVm(vm_id);
+  if (!vm) return false;
+  auto d = disk;
+  d.emplace("DISK_ID", std::to_string(vm->disks.size()));
+  vm->disks.push_back(std::move(d));
   return true;
 }
 

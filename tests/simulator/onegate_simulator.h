@@ -26,7 +26,10 @@ struct NicSpec {
 struct VmSpec {
   std::string name;  ///< default "<role>_<n>_(service_<id>)"
   std::vector<NicSpec> nics;
-  std::map<std::string, std::string> context;        ///< TEMPLATE.CONTEXT
+  std::map<std::string, std::string> context;  ///< TEMPLATE.CONTEXT
+  /// TEMPLATE.DISK entries (DISK_ID, IMAGE, PERSISTENT, TARGET, TYPE, SIZE, ...), in order;
+  /// only in the unfiltered VM hash (extended service output), as OneGate does.
+  std::vector<std::map<std::string, std::string>> disks;
   std::map<std::string, std::string> user_template;  ///< extra USER_TEMPLATE attributes
   /// Vector attributes of the USER_TEMPLATE (e.g. USER_INPUTS = [ONEAPP_X = "..."]).
   std::map<std::string, std::map<std::string, std::string>> user_vectors;
@@ -159,6 +162,8 @@ class OneGateSimulator {
   bool SetNicIp(int vm_id, int nic_index, const std::string& ip);
   /// Attaches a NIC (onevm nic-attach): it becomes the VM's last NIC.
   bool AddNic(int vm_id, const NicSpec& nic);
+  /// Attaches a disk (onevm disk-attach): it becomes the VM's last DISK.
+  bool AddDisk(int vm_id, const std::map<std::string, std::string>& disk);
   /// Operator-side USER_TEMPLATE change (no OneGate rules applied).
   bool SetUserAttr(int vm_id, const std::string& key, const std::string& value);
   bool EraseUserAttr(int vm_id, const std::string& key);

@@ -6,10 +6,12 @@
 # Each a PASS/FAIL line:
 #   1. a storage VM started without its datablock keeps the homes in /export/home on the root
 #      disk; alice's home is made there;
-#   2. a blank disk is attached later and the VM reconfigured: refused (exit 4, an ERROR that
-#      lists the homes that would be hidden), the disk's bytes unchanged, nothing mounted;
-#   3. the operator moves the homes away: the next configure formats the disk ood-home and
-#      mounts it on /export/home;
+#   2. two blank disks are attached later (OneGate lists vdb as a volatile disk, vdc as the
+#      persistent image ood-home) and the VM reconfigured: refused (exit 4, an ERROR that lists
+#      the homes that would be hidden), both disks' bytes unchanged, nothing mounted;
+#   3. the operator moves the homes away: the next configure formats vdc (the datablock
+#      OneGate names, not vdb, the first by name) ood-home and mounts it on /export/home; the
+#      volatile vdb's bytes are unchanged;
 #   4. the VM boots with another ood-home disk (another service's, another copy) instead: it
 #      stops with an ERROR naming both UUIDs, that disk's bytes unchanged, export-home.mount
 #      unchanged;
@@ -35,33 +37,41 @@ if grep -q '^mounts-end$' <<<"$out" && ! grep -q '^/export/home' <<<"$out" && gr
     pass "without a datablock the homes are in /export/home on the root disk (alice's made there)"
 else fail "without a datablock the homes are in /export/home on the root disk" "$out"; fi
 
-# ---- 2. a blank disk attached later: refused, untouched --------------------------------------------
-home_disk=$work/home.raw
-truncate -s 1G "$home_disk"
+# ---- 2. blank disks attached later: refused, untouched ----------------------------------------------
+# OpenNebula's view of the disks (TEMPLATE.DISK in the extended service document).
+sim POST "/_sim/vms/${vm_id[late]}/disks" '{"TARGET":"vda","IMAGE":"open-ondemand","PERSISTENT":"NO","TYPE":"FILE"}' >/dev/null
+scratch_disk=$work/scratch.raw home_disk=$work/home.raw
+truncate -s 1G "$scratch_disk" "$home_disk"
 blank_sum=$(sum "$home_disk")
-if vm_attach_disk late "$home_disk"; then pass "a blank disk is hot-plugged (qemu monitor)"
-else fail "a blank disk is hot-plugged (qemu monitor)"; fi
-wait_until 60 vm_ssh late 'test -b /dev/vdb' || fail "the guest sees /dev/vdb within 60 s"
-out=$(vm_ssh late 'one-hpc configure 2>&1; echo "rc=$?"; findmnt -rn -S /dev/vdb; ls /export/home')
+if vm_attach_disk late "$scratch_disk" && vm_attach_disk late "$home_disk"; then
+    pass "a volatile and a persistent blank disk are hot-plugged (qemu monitor)"
+else fail "a volatile and a persistent blank disk are hot-plugged (qemu monitor)"; fi
+sim POST "/_sim/vms/${vm_id[late]}/disks" '{"TARGET":"vdb","TYPE":"fs","SIZE":"1024"}' >/dev/null
+sim POST "/_sim/vms/${vm_id[late]}/disks" '{"TARGET":"vdc","IMAGE":"ood-home","PERSISTENT":"YES","TYPE":"FILE","SIZE":"1024"}' >/dev/null
+wait_until 60 vm_ssh late 'test -b /dev/vdb && test -b /dev/vdc' || fail "the guest sees /dev/vdb and /dev/vdc within 60 s"
+out=$(vm_ssh late 'one-hpc configure 2>&1; echo "rc=$?"; findmnt -rn -o SOURCE /export/home; ls /export/home')
 why=$(sim GET "/_sim/vms/${vm_id[late]}/user_template" | json_get 'd.get("ERROR", "")')
 if grep -q '^rc=4$' <<<"$out" && grep -q 'holds 1 entries (alice)' <<<"$out" &&
    grep -q 'holds 1 entries (alice)' <<<"$why"; then
-    pass "a disk attached over root-disk homes is refused (exit 4, ERROR: ${why:0:160})"
-else fail "a disk attached over root-disk homes is refused with exit 4 and an ERROR" "$out
+    pass "disks attached over root-disk homes are refused (exit 4, ERROR: ${why:0:160})"
+else fail "disks attached over root-disk homes are refused with exit 4 and an ERROR" "$out
 ERROR=$why"; fi
-if ! grep -q '^/dev/vdb ' <<<"$out" && grep -qx alice <<<"$out"; then
+if ! grep -q '^/dev/vd' <<<"$out" && grep -qx alice <<<"$out"; then
     pass "nothing is mounted over /export/home; alice's home is still in view"
 else fail "nothing is mounted over /export/home" "$out"; fi
-if [ "$(sum "$home_disk")" = "$blank_sum" ]; then pass "the attached disk's bytes are unchanged"
-else fail "the attached disk's bytes are unchanged"; fi
+if [ "$(sum "$home_disk")" = "$blank_sum" ] && [ "$(sum "$scratch_disk")" = "$blank_sum" ]; then
+    pass "the attached disks' bytes are unchanged"
+else fail "the attached disks' bytes are unchanged"; fi
 
-# ---- 3. the homes moved away: the disk is formatted and mounted ------------------------------------
-out=$(vm_ssh late 'mv /export/home/alice /root/alice-moved && one-hpc configure >/dev/null 2>&1; echo "rc=$?"; blkid -o export /dev/vdb; findmnt -rn -o SOURCE /export/home; cp -a /root/alice-moved /export/home/alice && cat /export/home/alice/thesis.txt')
-if grep -q '^rc=0$' <<<"$out" && grep -q '^LABEL=ood-home$' <<<"$out" && grep -q '^/dev/vdb$' <<<"$out" &&
+# ---- 3. the homes moved away: the datablock is formatted and mounted --------------------------------
+out=$(vm_ssh late 'mv /export/home/alice /root/alice-moved && one-hpc configure >/dev/null 2>&1; echo "rc=$?"; blkid -o export /dev/vdc; findmnt -rn -o SOURCE /export/home; cp -a /root/alice-moved /export/home/alice && cat /export/home/alice/thesis.txt')
+if grep -q '^rc=0$' <<<"$out" && grep -q '^LABEL=ood-home$' <<<"$out" && grep -q '^/dev/vdc$' <<<"$out" &&
    grep -q '^alice thesis$' <<<"$out"; then
-    pass "once /export/home is empty the disk is formatted ood-home and mounted (alice's home copied onto it)"
-else fail "once /export/home is empty the disk is formatted ood-home and mounted" "$out"; fi
-our_uuid=$(vm_ssh late 'blkid -s UUID -o value /dev/vdb')
+    pass "once /export/home is empty, vdc (the datablock OneGate names) is formatted ood-home and mounted (alice's home copied onto it)"
+else fail "once /export/home is empty, vdc is formatted ood-home and mounted" "$out"; fi
+if [ "$(sum "$scratch_disk")" = "$blank_sum" ]; then pass "the volatile vdb (first by name) is untouched"
+else fail "the volatile vdb (first by name) is untouched"; fi
+our_uuid=$(vm_ssh late 'blkid -s UUID -o value /dev/vdc')
 unit_before=$(vm_ssh late 'sha256sum /etc/systemd/system/export-home.mount' | cut -d' ' -f1)
 
 # ---- 4. another ood-home disk instead: refused naming both UUIDs -----------------------------------
@@ -91,12 +101,12 @@ else fail "the other disk's bytes are unchanged"; fi
 
 # ---- 5. its own disk again -------------------------------------------------------------------------
 log "booting late with its own disk again"
-vm_boot late 1024 "$home_disk"
+vm_boot late 1024 "$scratch_disk" "$home_disk"
 if why=$(vm_wait_ready late "$ready_timeout"); then
     vm_result late_own_disk_again_seconds "$(secs_since_ms "${boot_ms[late]}")"
     vm_wait_ssh late 120
     out=$(vm_ssh late 'findmnt -rn -o SOURCE /export/home; cat /export/home/alice/thesis.txt')
-    if grep -q '^/dev/vdb$' <<<"$out" && grep -q '^alice thesis$' <<<"$out"; then
+    if grep -q '^/dev/vdc$' <<<"$out" && grep -q '^alice thesis$' <<<"$out"; then
         pass "with its own disk again: READY, the disk mounted as it is, alice's file there"
     else fail "with its own disk again: the disk mounted as it is, alice's file there" "$out"; fi
 else fail "with its own disk again: READY" "$why

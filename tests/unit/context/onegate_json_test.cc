@@ -311,4 +311,30 @@ TEST(OneGateJsonTest, InvalidUtf8AndDeepNestingDoNotThrow) {
 }
 
 }  // namespace
+// TEMPLATE.DISK in the unfiltered VM hash: an object for one disk, an array for several.
+TEST(OneGateJsonTest, DisksAreReadFromAnObjectOrAnArray) {
+  auto one = ParseVmJson(
+      R"({"VM":{"ID":"7","NAME":"s","STATE":"3","LCM_STATE":"3","USER_TEMPLATE":{},)"
+      R"("TEMPLATE":{"DISK":{"DISK_ID":"0","TARGET":"vda","IMAGE":"os","PERSISTENT":"NO"}}}})");
+  ASSERT_TRUE(one) << one.error().message;
+  EXPECT_TRUE(one->disks_listed);
+  ASSERT_EQ(one->disks.size(), 1u);
+  EXPECT_EQ(one->disks[0].target, "vda");
+  EXPECT_FALSE(one->disks[0].persistent);
+  auto two =
+      ParseVmJson(R"({"VM":{"ID":"7","NAME":"s","STATE":"3","LCM_STATE":"3","USER_TEMPLATE":{},)"
+                  R"("TEMPLATE":{"DISK":[{"TARGET":"vda","IMAGE":"os"},)"
+                  R"({"TARGET":"vdb","IMAGE":"ood-home","PERSISTENT":"YES","SIZE":"10240"},)"
+                  R"({"TARGET":"vdc","TYPE":"fs","SIZE":"1024"}]}}})");
+  ASSERT_TRUE(two) << two.error().message;
+  ASSERT_EQ(two->disks.size(), 3u);
+  EXPECT_EQ(two->disks[1].image, "ood-home");
+  EXPECT_TRUE(two->disks[1].persistent);
+  EXPECT_EQ(two->disks[2].type, "fs");
+  EXPECT_TRUE(two->disks[2].image.empty());
+  auto none = ParseVmJson(R"({"VM":{"ID":"7","NAME":"s","USER_TEMPLATE":{},"TEMPLATE":{}}})");
+  ASSERT_TRUE(none);
+  EXPECT_FALSE(none->disks_listed);
+}
+
 }  // namespace onehpc

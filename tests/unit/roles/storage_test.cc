@@ -70,7 +70,19 @@ class StorageTest : public ::testing::Test {
       }
       return out;
     };
+    if (facts_) {
+      o.disk_facts = [this](RoleEnv&, std::string* note) {
+        *note = "the test's disk list";
+        return facts_;
+      };
+    }
     return o;
+  }
+  static disk::DiskFacts Persistent(const std::string& target, const std::string& image) {
+    return disk::DiskFacts{target, image, true, "FILE"};
+  }
+  static disk::DiskFacts Volatile(const std::string& target) {
+    return disk::DiskFacts{target, "", false, "fs"};
   }
 
   struct Run {
@@ -122,6 +134,7 @@ class StorageTest : public ::testing::Test {
   OneGateClient* onegate_ = nullptr;
   ContextVars vars_;
   std::unique_ptr<Role> role_;
+  std::optional<std::map<std::string, disk::DiskFacts>> facts_;
 };
 
 TEST_F(StorageTest, Identity) {
@@ -341,6 +354,57 @@ TEST_F(StorageTest, SeveralBlankDisksFirstByNameLogged) {
   EXPECT_EQ(disks_.writes, std::vector<std::string>{"/dev/vdc"});
   EXPECT_TRUE(logs.Contains("2 blank disks (/dev/vdc, /dev/vdd): the first by name is chosen"));
   EXPECT_TRUE(disks_.probes["/dev/vdd"].blank());
+}
+
+// ---- the choice among blank disks from OpenNebula's disk list (OneGate TEMPLATE.DISK) -----
+
+TEST_F(StorageTest, OpenNebulasListChoosesThePersistentDatablockNotTheFirstByName) {
+  disks_.Blank("/dev/vdb");  // volatile scratch disk, first by name
+  disks_.Blank("/dev/vdc");
+  facts_ = std::map<std::string, disk::DiskFacts>{{"/dev/vdb", Volatile("vdb")},
+                                                  {"/dev/vdc", Persistent("vdc", "homes-2026")}};
+  auto r = MustConfigure();
+  EXPECT_EQ(disks_.writes, std::vector<std::string>{"/dev/vdc"});
+  EXPECT_TRUE(disks_.probes["/dev/vdb"].blank());
+  EXPECT_THAT(r.run->plan.Render(), HasSubstr("only persistent datablock"));
+}
+
+TEST_F(StorageTest, OpenNebulasListPrefersTheImageNamedOodHome) {
+  disks_.Blank("/dev/vdb");
+  disks_.Blank("/dev/vdc");
+  facts_ = std::map<std::string, disk::DiskFacts>{{"/dev/vdb", Persistent("vdb", "scratch")},
+                                                  {"/dev/vdc", Persistent("vdc", "ood-home")}};
+  MustConfigure();
+  EXPECT_EQ(disks_.writes, std::vector<std::string>{"/dev/vdc"});
+}
+
+TEST_F(StorageTest, AVolatileDiskIsNeverTheHomeUnlessTheSettingSaysSo) {
+  disks_.Blank("/dev/vdb");
+  facts_ = std::map<std::string, disk::DiskFacts>{{"/dev/vdb", Volatile("vdb")}};
+  ExpectRefusedUntouched("no blank disk is a persistent datablock");
+  auto again = Configure();
+  EXPECT_THAT(again.status.error().message, HasSubstr("ONEAPP_HOME_DISK_VOLATILE=YES"));
+  EXPECT_THAT(again.status.error().message, HasSubstr("volatile disk (TYPE=fs"));
+  vars_["ONEAPP_HOME_DISK_VOLATILE"] = "YES";
+  MustConfigure();
+  EXPECT_EQ(disks_.writes, std::vector<std::string>{"/dev/vdb"});
+}
+
+TEST_F(StorageTest, OpenNebulasListAmbiguousOrSilentIsRefused) {
+  disks_.Blank("/dev/vdb");
+  disks_.Blank("/dev/vdc");
+  facts_ = std::map<std::string, disk::DiskFacts>{{"/dev/vdb", Persistent("vdb", "a")},
+                                                  {"/dev/vdc", Persistent("vdc", "b")}};
+  ExpectRefusedUntouched("several blank persistent datablocks");
+  facts_ = std::map<std::string, disk::DiskFacts>{};  // lists no disk with that target
+  ExpectRefusedUntouched("not in OpenNebula's disk list (TARGET vdb)");
+}
+
+TEST_F(StorageTest, WithoutOpenNebulasListTheContentRulesStayAndThePlanSaysSo) {
+  disks_.Blank("/dev/vdb");
+  auto r = MustConfigure();
+  EXPECT_EQ(disks_.writes, std::vector<std::string>{"/dev/vdb"});
+  EXPECT_THAT(r.run->plan.Render(), HasSubstr("chosen from the disks' content alone"));
 }
 
 TEST_F(StorageTest, CrashAfterMkfsBeforeMountConverges) {
@@ -671,6 +735,22 @@ class StorageOneGateTest : public StorageTest {
   std::unique_ptr<OneGateClient> client_;
 };
 
+// The disk list comes from OneGate's extended service document: the VM's TEMPLATE.DISK.
+TEST_F(StorageOneGateTest, TheHomeDiskIsTheDatablockOneGateNames) {
+  disks_.Blank("/dev/vdb");
+  disks_.Blank("/dev/vdc");
+  ASSERT_TRUE(sim_.AddDisk(
+      vm_.id,
+      {{"TARGET", "vda"}, {"IMAGE", "open-ondemand"}, {"PERSISTENT", "NO"}, {"TYPE", "FILE"}}));
+  ASSERT_TRUE(sim_.AddDisk(vm_.id, {{"TARGET", "vdb"}, {"TYPE", "fs"}, {"SIZE", "1024"}}));
+  ASSERT_TRUE(sim_.AddDisk(
+      vm_.id, {{"TARGET", "vdc"}, {"IMAGE", "ood-home"}, {"PERSISTENT", "YES"}, {"TYPE", "FILE"}}));
+  auto r = MustConfigure();
+  EXPECT_EQ(disks_.writes, std::vector<std::string>{"/dev/vdc"});
+  EXPECT_THAT(r.run->plan.Render(), HasSubstr("OpenNebula lists 3 disk(s) of VM"));
+  EXPECT_THAT(r.run->plan.Render(), HasSubstr("persistent image 'ood-home'"));
+}
+
 TEST_F(StorageOneGateTest, PortalGetsRootOnlyOnItsComputeAddress) {
   AddPortal("10.1.0.5");
   MustConfigure();
@@ -979,9 +1059,10 @@ TEST(SquidRender, DefaultsListed) {
   std::vector<std::string> names;
   for (const auto& s : specs) names.push_back(s.name);
   EXPECT_THAT(names,
-              ::testing::ElementsAre("ONEAPP_HOME_NFS_ENABLED", "ONEAPP_COMPUTE_NETWORK",
-                                     "ONEAPP_SOFTWARE_PROXY_ENABLED", "ONEAPP_SOFTWARE_PROXY_URL",
-                                     "ONEAPP_SQUID_NETS", "ONEAPP_SQUID_DESTINATIONS"));
+              ::testing::ElementsAre("ONEAPP_HOME_NFS_ENABLED", "ONEAPP_HOME_DISK_VOLATILE",
+                                     "ONEAPP_COMPUTE_NETWORK", "ONEAPP_SOFTWARE_PROXY_ENABLED",
+                                     "ONEAPP_SOFTWARE_PROXY_URL", "ONEAPP_SQUID_NETS",
+                                     "ONEAPP_SQUID_DESTINATIONS"));
   auto s = Settings::Resolve(specs, {});
   ASSERT_TRUE(s);
   EXPECT_FALSE(s->GetBool("ONEAPP_SOFTWARE_PROXY_ENABLED"));

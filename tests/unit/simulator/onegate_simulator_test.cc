@@ -705,6 +705,29 @@ TEST_F(OneGateSimulatorTest, ExtendedFromQueryStringGivesFullVmsWithNicObjectOrA
   EXPECT_TRUE(s["roles"][1]["nodes"][0]["running"].is_null());
 }
 
+// The VM hash's TEMPLATE.DISK (extended output only; GET /vm keeps NIC and NIC_ALIAS alone):
+// like NIC there, an object for one disk and an array for several.
+TEST_F(OneGateSimulatorTest, DisksAreInTheExtendedHashOnlyObjectOrArray) {
+  ASSERT_TRUE(sim_.AddDisk(head_.id, {{"TARGET", "vda"}, {"IMAGE", "os"}, {"PERSISTENT", "NO"}}));
+  ASSERT_TRUE(sim_.AddDisk(c1_.id, {{"TARGET", "vda"}, {"IMAGE", "os"}}));
+  ASSERT_TRUE(
+      sim_.AddDisk(c1_.id, {{"TARGET", "vdb"}, {"IMAGE", "ood-home"}, {"PERSISTENT", "YES"}}));
+  auto r = As(head_).Get("/service?extended=true");
+  ASSERT_TRUE(r);
+  const Json s = Parse(r)["SERVICE"];
+  const Json head = s["roles"][0]["nodes"][0]["vm_info"]["VM"]["TEMPLATE"];
+  ASSERT_TRUE(head["DISK"].is_object());
+  EXPECT_EQ(head["DISK"]["TARGET"], "vda");
+  EXPECT_EQ(head["DISK"]["DISK_ID"], "0");
+  const Json c1 = s["roles"][1]["nodes"][0]["vm_info"]["VM"]["TEMPLATE"];
+  ASSERT_TRUE(c1["DISK"].is_array());
+  EXPECT_EQ(c1["DISK"][1]["IMAGE"], "ood-home");
+  EXPECT_EQ(c1["DISK"][1]["DISK_ID"], "1");
+  auto own = As(c1_).Get("/vm");
+  ASSERT_TRUE(own);
+  EXPECT_FALSE(Parse(own)["VM"]["TEMPLATE"].contains("DISK"));
+}
+
 TEST_F(OneGateSimulatorTest, ExtendedAnyNonEmptyValueTurnsItOn) {
   auto is_extended = [&](const std::string& path) {
     const Json j = Parse(As(head_).Get(path));
