@@ -341,17 +341,27 @@ Result<HomeDiskDecision> DecideHomeDisk(const HomeDiskInputs& inputs, BlockDevic
 }
 
 Result<std::string> FormatBlankDisk(const HomeDiskDecision& decision, const std::string& label,
-                                    HomeDiskTools& tools) {
+                                    HomeDiskTools& tools, const std::string& marker) {
   if (decision.source != HomeSource::kFormatBlank || decision.device.empty()) {
     return Fail(ErrorKind::kInternal, "FormatBlankDisk called without a blank disk");
   }
   const std::string& device = decision.device;
   // Check again right before writing: a second configure or an operator may have been faster.
-  auto probe = tools.devices.Probe(device);
-  if (!probe) return Fail(probe.error());
-  if (!probe->blank()) {
-    return Fail(ErrorKind::kUnsafe,
-                device + " is no longer blank (" + Describe(*probe) + "); not formatting it");
+  if (decision.resume_marker.empty()) {
+    auto probe = tools.devices.Probe(device);
+    if (!probe) return Fail(probe.error());
+    if (!probe->blank()) {
+      return Fail(ErrorKind::kUnsafe,
+                  device + " is no longer blank (" + Describe(*probe) + "); not formatting it");
+    }
+  } else {
+    auto tail = tools.devices.ReadTail(device, kMkfsMarkerBytes);
+    if (!tail) return Fail(tail.error());
+    if (*tail != decision.resume_marker) {
+      return Fail(ErrorKind::kUnsafe, device +
+                                          " no longer ends with this VM's format marker; not "
+                                          "formatting it");
+    }
   }
   auto where = tools.mounts.FindBySource(device);
   if (!where) return Fail(where.error());
@@ -360,9 +370,12 @@ Result<std::string> FormatBlankDisk(const HomeDiskDecision& decision, const std:
                 device + " is mounted on " + Mounted(*where) + "; not formatting it");
   }
   if (auto s = tools.exclusive(device); !s) return Fail(s.error());
+  if (!marker.empty() && decision.resume_marker.empty()) {
+    if (auto s = tools.devices.WriteTail(device, marker); !s) return Fail(s.error());
+  }
 
   Command mkfs;
-  mkfs.argv = {"mkfs.ext4", "-F", "-q", "-L", label, device};
+  mkfs.argv = {"mkfs.ext4", "-F", "-q", "-L", label, "-E", "nodiscard", device};
   mkfs.timeout = tools.mkfs_timeout;
   auto made = RunChecked(tools.runner, mkfs);
   if (!made) return Fail(made.error());

@@ -20,6 +20,7 @@
 #ifndef ONEHPC_ROLES_DISK_HOME_DISK_H_
 #define ONEHPC_ROLES_DISK_HOME_DISK_H_
 
+#include <cstddef>
 #include <functional>
 #include <map>
 #include <optional>
@@ -76,7 +77,13 @@ struct HomeDiskDecision {
   std::string uuid;                   ///< reuse: the probed UUID
   std::vector<DiskFinding> findings;  ///< every candidate, in device order
   std::string why;                    ///< one line for the plan and the log
+  /// kFormatBlank of a disk this VM began to format and did not finish: not blank any more,
+  /// but its last kMkfsMarkerBytes bytes are this marker (home_mount.cc).
+  std::string resume_marker;
 };
+
+/// Size of the marker written at a disk's end right before mkfs.
+inline constexpr std::size_t kMkfsMarkerBytes = 512;
 
 /// What OpenNebula says one disk is (TEMPLATE.DISK of this VM in the extended service
 /// document), by device path ("/dev/" + TARGET).
@@ -120,11 +127,13 @@ struct HomeDiskTools {
 };
 
 /// Formats the blank disk of `decision` (kFormatBlank only): re-probes it right before (must
-/// still be blank), checks O_EXCL, runs `mkfs.ext4 -F -L <label> <dev>` (we did the check;
-/// without a tty mkfs.ext4 overwrites silently anyway), waits for udev (bounded) and re-probes
-/// until the label is visible. Returns the new filesystem's UUID.
+/// still be blank, or for a resumed format still end with `decision.resume_marker`), checks
+/// O_EXCL, writes `marker` (kMkfsMarkerBytes, "" = none) as the disk's last bytes, runs
+/// `mkfs.ext4 -F -q -L <label> -E nodiscard <dev>` (we did the check; without a tty mkfs.ext4
+/// overwrites silently anyway; nodiscard keeps the marker until mkfs is done), waits for udev
+/// (bounded) and re-probes until the label is visible. Returns the new filesystem's UUID.
 Result<std::string> FormatBlankDisk(const HomeDiskDecision& decision, const std::string& label,
-                                    HomeDiskTools& tools);
+                                    HomeDiskTools& tools, const std::string& marker = "");
 
 /// Mounts `device` (type `fs_type`) on `host_mount_point` unless it is already mounted there.
 /// Something else mounted there → kUnsafe. Returns true when it mounted.

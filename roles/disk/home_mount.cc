@@ -1,7 +1,12 @@
 #include "roles/disk/home_mount.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string_view>
 #include <tuple>
@@ -57,6 +62,80 @@ std::optional<std::map<std::string, DiskFacts>> FactsFromOneGate(RoleEnv& env, s
   }
   *note = "OneGate's service document lists no disk of VM " + vmid + fallback;
   return std::nullopt;
+}
+
+// ---- an interrupted mkfs
+// Before mkfs this VM records {device, nonce} in kMkfsStateFile (its root disk) and writes a
+// marker with that nonce as the disk's last bytes; after mkfs it removes the record, and
+// only then mounts: no home is ever written while the record exists. A record whose disk
+// still ends with its marker is therefore a format this VM began and did not finish (power
+// loss, a killed configure): it is finished. Anything else stays refused.
+
+constexpr char kMkfsStateFile[] = "/var/lib/one-hpc/home-mkfs.json";
+
+std::string MkfsMarker(const std::string& nonce) {
+  std::string text = "one-hpc: mkfs of the ood-home disk begun by this VM, nonce " + nonce + "\n";
+  text.resize(kMkfsMarkerBytes, '\0');
+  return text;
+}
+
+struct PendingFormat {
+  std::string device;
+  std::string nonce;
+};
+
+std::optional<PendingFormat> ReadPendingFormat(RoleEnv& env) {
+  auto text = env.files.ReadIfExists(kMkfsStateFile);
+  if (!text || !text->has_value()) return std::nullopt;
+  try {
+    auto j = nlohmann::json::parse(**text);
+    PendingFormat p{j.at("device").get<std::string>(), j.at("nonce").get<std::string>()};
+    if (p.device.rfind("/dev/", 0) != 0 || p.nonce.size() != 32) return std::nullopt;
+    return p;
+  } catch (const std::exception&) {
+    log::Warn("storage: {} is not a format record; ignored", kMkfsStateFile);
+    return std::nullopt;
+  }
+}
+
+Result<std::string> NewNonce() {
+  unsigned char bytes[16];
+  if (::getrandom(bytes, sizeof bytes, 0) != static_cast<ssize_t>(sizeof bytes)) {
+    return Fail(ErrorKind::kInternal, "getrandom failed");
+  }
+  return fmt::format("{:02x}", fmt::join(bytes, bytes + sizeof bytes, ""));
+}
+
+// A decision to finish this VM's interrupted format, when the record and the disk agree.
+std::optional<HomeDiskDecision> ResumableFormat(RoleEnv& env,
+                                                const std::vector<std::string>& candidates) {
+  auto pending = ReadPendingFormat(env);
+  if (!pending) return std::nullopt;
+  const bool candidate =
+      std::find(candidates.begin(), candidates.end(), pending->device) != candidates.end();
+  auto tail = candidate ? env.block_devices.ReadTail(pending->device, kMkfsMarkerBytes)
+                        : Result<std::string>(Fail(ErrorKind::kNotFound, "not a candidate"));
+  if (!tail || *tail != MkfsMarker(pending->nonce)) {
+    log::Warn(
+        "storage: {} names a format of {} that this VM began, but that disk {}; the record "
+        "is forgotten and the disk judged by its content",
+        kMkfsStateFile, pending->device,
+        !candidate ? "is not attached" : "does not end with its marker");
+    (void)env.plan.Do("forget " + std::string(kMkfsStateFile),
+                      "its disk no longer carries the marker",
+                      [&] { return env.files.Remove(kMkfsStateFile); });
+    return std::nullopt;
+  }
+  HomeDiskDecision d;
+  d.source = HomeSource::kFormatBlank;
+  d.device = pending->device;
+  d.fs_type = "ext4";
+  d.resume_marker = MkfsMarker(pending->nonce);
+  d.why = pending->device + " is the disk this VM began to format (" + kMkfsStateFile +
+          " and the marker at its end agree) and the format did not finish: finishing it (no "
+          "home was ever written to it)";
+  d.findings.push_back({pending->device, "this VM's unfinished format", false});
+  return d;
 }
 
 // What this VM's export-home.mount says: the device it mounts ("/dev/disk/by-uuid/<uuid>")
@@ -162,8 +241,10 @@ Result<bool> EnsureHomeDisk(RoleEnv& env, const HomeMountOptions& options) {
   }
   LabelFinder find_label =
       options.find_label ? options.find_label : FindLabelWith(env.block_devices);
-  auto decision =
-      DecideHomeDisk(inputs, env.block_devices, env.mounts, find_label, options.exclusive);
+  auto resumed = ResumableFormat(env, inputs.candidates);
+  auto decision = resumed ? Result<HomeDiskDecision>(std::move(*resumed))
+                          : DecideHomeDisk(inputs, env.block_devices, env.mounts, find_label,
+                                           options.exclusive);
   if (!decision) return Fail(decision.error());
   for (const auto& f : decision->findings) {
     env.plan.Keep("disk " + f.device, f.content);
@@ -187,13 +268,25 @@ Result<bool> EnsureHomeDisk(RoleEnv& env, const HomeMountOptions& options) {
   std::string uuid = decision->uuid;
   if (decision->source == HomeSource::kFormatBlank) {
     HomeDiskTools tools{env.runner, env.block_devices, env.mounts, env.clock, options.exclusive};
-    auto s = env.plan.Do("format " + decision->device + " (mkfs.ext4 -F -L " + kHomeLabel + ")",
-                         decision->why, [&]() -> Status {
-                           auto made = FormatBlankDisk(*decision, kHomeLabel, tools);
-                           if (!made) return Fail(made.error());
-                           uuid = *made;
-                           return Ok();
-                         });
+    auto s = env.plan.Do(
+        "format " + decision->device + " (mkfs.ext4 -F -L " + kHomeLabel + ")", decision->why,
+        [&]() -> Status {
+          // The record first: a crash from here on is recognised.
+          std::string marker = decision->resume_marker;
+          if (marker.empty()) {
+            auto nonce = NewNonce();
+            if (!nonce) return Fail(nonce.error());
+            nlohmann::json record = {{"device", decision->device}, {"nonce", *nonce}};
+            if (auto w = env.files.WriteAtomic(kMkfsStateFile, record.dump() + "\n", 0600); !w) {
+              return w;
+            }
+            marker = MkfsMarker(*nonce);
+          }
+          auto made = FormatBlankDisk(*decision, kHomeLabel, tools, marker);
+          if (!made) return Fail(made.error());  // the record stays
+          uuid = *made;
+          return env.files.Remove(kMkfsStateFile);
+        });
     if (!s) return Fail(s.error());
   } else {
     env.plan.Keep("filesystem on " + decision->device, decision->why);

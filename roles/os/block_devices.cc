@@ -316,4 +316,49 @@ Result<std::string> BlkidBlockDevices::FindByLabel(const std::string& label) {
   return matches.front();
 }
 
+Result<std::string> BlockDevices::ReadTail(const std::string& device, std::size_t) {
+  return Fail(ErrorKind::kInvalidInput, "this adapter does not read " + device);
+}
+
+Status BlockDevices::WriteTail(const std::string& device, const std::string&) {
+  return Fail(ErrorKind::kInvalidInput, "this adapter does not write " + device);
+}
+
+Result<std::string> BlkidBlockDevices::ReadTail(const std::string& device, std::size_t bytes) {
+  int fd = ::open(device.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    int error = errno;
+    return Fail(error == ENOENT ? ErrorKind::kNotFound : ErrorKind::kIo,
+                "cannot open " + device + ": " + strerror(error));
+  }
+  FdCloser closer{fd};
+  off_t size = ::lseek(fd, 0, SEEK_END);
+  if (size < 0) return Fail(ErrorKind::kIo, "cannot size " + device + ": " + strerror(errno));
+  if (static_cast<std::uint64_t>(size) < bytes) return std::string();
+  return ReadAt(fd, static_cast<std::uint64_t>(size) - bytes, bytes, device);
+}
+
+Status BlkidBlockDevices::WriteTail(const std::string& device, const std::string& data) {
+  int fd = ::open(device.c_str(), O_WRONLY | O_EXCL | O_CLOEXEC);
+  if (fd < 0) {
+    return Fail(errno == EBUSY ? ErrorKind::kUnsafe : ErrorKind::kIo,
+                "cannot open " + device + " exclusively to write: " + strerror(errno));
+  }
+  FdCloser closer{fd};
+  off_t size = ::lseek(fd, 0, SEEK_END);
+  if (size < 0 || static_cast<std::uint64_t>(size) < data.size()) {
+    return Fail(ErrorKind::kIo, "cannot size " + device);
+  }
+  size_t done = 0;
+  while (done < data.size()) {
+    ssize_t n = ::pwrite(fd, data.data() + done, data.size() - done,
+                         size - static_cast<off_t>(data.size()) + static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return Fail(ErrorKind::kIo, "write to " + device + ": " + strerror(errno));
+    done += static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0) return Fail(ErrorKind::kIo, "fsync " + device + ": " + strerror(errno));
+  return Ok();
+}
+
 }  // namespace onehpc

@@ -2,6 +2,7 @@
 #ifndef ONEHPC_ROLES_OS_BLOCK_DEVICES_H_
 #define ONEHPC_ROLES_OS_BLOCK_DEVICES_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -39,6 +40,12 @@ class BlockDevices {
   /// The device holding a filesystem with this label (found by probing, not from the
   /// possibly stale libblkid cache), or kNotFound.
   virtual Result<std::string> FindByLabel(const std::string& label) = 0;
+  /// The last `bytes` bytes of the device (a marker this program wrote there). The base
+  /// class refuses (kInvalidInput): only adapters that really reach the disk implement it.
+  virtual Result<std::string> ReadTail(const std::string& device, std::size_t bytes);
+  /// Writes `data` as the device's last bytes (opened O_EXCL: nothing may hold it), then
+  /// fsyncs. The base class refuses (kInvalidInput).
+  virtual Status WriteTail(const std::string& device, const std::string& data);
 };
 
 /// Probe() also reads the device itself: a GPT backup header ("EFI PART") in the last
@@ -56,6 +63,8 @@ class BlkidBlockDevices : public BlockDevices {
   /// Probes every disk (and each of its partitions) and returns the one device whose
   /// filesystem has exactly this label; kNotFound if none, kUnsafe if several.
   Result<std::string> FindByLabel(const std::string& label) override;
+  Result<std::string> ReadTail(const std::string& device, std::size_t bytes) override;
+  Status WriteTail(const std::string& device, const std::string& data) override;
 
  private:
   bool find_on_loop_;

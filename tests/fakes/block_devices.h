@@ -15,7 +15,8 @@ namespace onehpc::fakes {
 class FakeBlockDevices : public BlockDevices {
  public:
   std::map<std::string, DeviceProbe> probes;
-  std::vector<std::string> writes;  // devices mkfs ran on
+  std::vector<std::string> writes;           // devices mkfs ran on
+  std::map<std::string, std::string> tails;  // what WriteTail put at each device's end
 
   void Blank(const std::string& dev, std::uint64_t size = 1ull << 30) {
     DeviceProbe p;
@@ -54,6 +55,17 @@ class FakeBlockDevices : public BlockDevices {
     auto it = probes.find(device);
     if (it == probes.end()) return Fail(ErrorKind::kNotFound, "no " + device);
     return it->second;
+  }
+  Result<std::string> ReadTail(const std::string& device, std::size_t bytes) override {
+    if (!probes.count(device)) return Fail(ErrorKind::kNotFound, "no " + device);
+    std::string tail = tails.count(device) ? tails[device] : std::string();
+    if (tail.size() < bytes) tail.insert(0, bytes - tail.size(), '\0');
+    return tail.substr(tail.size() - bytes);
+  }
+  Status WriteTail(const std::string& device, const std::string& data) override {
+    if (!probes.count(device)) return Fail(ErrorKind::kNotFound, "no " + device);
+    tails[device] = data;
+    return Ok();
   }
   Result<std::string> FindByLabel(const std::string& label) override {
     std::vector<std::string> found;

@@ -501,5 +501,59 @@ TEST_F(StorageDiskTest, OnlyAVolatileDiskIsRefusedUntouched) {
   ExpectRefused(scratch, "no blank disk is a persistent datablock");
 }
 
+// The real thing: a format killed half-way. The first configure's mkfs is made to fail after
+// the record and the marker are written (a power loss during mkfs), the head of the disk then
+// holds a partial filesystem (what a killed mkfs leaves: random bytes here); the next
+// configure recognises its own marker at the disk's end and finishes the format. Another
+// disk in the same state, without the marker, is refused and unchanged.
+TEST_F(StorageDiskTest, AnInterruptedFormatIsFinishedOnlyOnTheDiskThisVmBegan) {
+  std::string dev = Disk();
+  fake_.On({"mkfs.ext4"}, [](const Command&) { return ProcessResult{1, 0, false, "", "killed"}; });
+  ASSERT_FALSE(RunRole());
+  ASSERT_TRUE(files_->Exists("/var/lib/one-hpc/home-mkfs.json"));
+  std::string head(1 << 20, '\0');
+  std::mt19937 rng(42);
+  for (auto& c : head) c = static_cast<char>(rng());
+  {
+    int fd = ::open(dev.c_str(), O_WRONLY | O_CLOEXEC);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::pwrite(fd, head.data(), head.size(), 0), static_cast<ssize_t>(head.size()));
+    ::fsync(fd);
+    ::close(fd);
+  }
+  ASSERT_FALSE(devices_.Probe(dev)->blank());
+
+  // A second disk, half-written the same way but never begun by this VM.
+  std::string other = Disk();
+  {
+    int fd = ::open(other.c_str(), O_WRONLY | O_CLOEXEC);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::pwrite(fd, head.data(), head.size(), 0), static_cast<ssize_t>(head.size()));
+    ::fsync(fd);
+    ::close(fd);
+  }
+  std::uint64_t other_sum = Checksum(other);
+  fake_.On({"mkfs.ext4"}, [this](const Command& c) {
+    auto r = real_.Run(c);
+    if (!r) return ProcessResult{127, 0, false, "", r.error().message};
+    return *r;
+  });
+  disks_ = {dev};
+  ASSERT_TRUE(RunRole()) << plan_->Render();
+  EXPECT_EQ(devices_.Probe(dev)->label, "ood-home");
+  EXPECT_FALSE(files_->Exists("/var/lib/one-hpc/home-mkfs.json"));
+  auto m = mounts_.FindByTarget(root_ + "/export/home");
+  ASSERT_TRUE(m && m->has_value());
+  ASSERT_EQ(::umount2((root_ + "/export/home").c_str(), 0), 0);
+
+  // The other disk: this VM's record now names nothing of it.
+  disks_ = {other};
+  ASSERT_TRUE(files_->Remove("/etc/systemd/system/export-home.mount"));
+  auto s = RunRole();
+  ASSERT_FALSE(s);
+  EXPECT_EQ(s.error().kind, ErrorKind::kUnsafe);
+  EXPECT_EQ(Checksum(other), other_sum);
+}
+
 }  // namespace
 }  // namespace onehpc

@@ -45,7 +45,7 @@ truncate -s 1G "$scratch_disk" "$home_disk"
 blank_sum=$(sum "$home_disk")
 if vm_attach_disk late "$scratch_disk" && vm_attach_disk late "$home_disk"; then
     pass "a volatile and a persistent blank disk are hot-plugged (qemu monitor)"
-else fail "a volatile and a persistent blank disk are hot-plugged (qemu monitor)"; fi
+else fail "a volatile and a persistent blank disk are hot-plugged (qemu monitor)"; vm_report; fi
 sim POST "/_sim/vms/${vm_id[late]}/disks" '{"TARGET":"vdb","TYPE":"fs","SIZE":"1024"}' >/dev/null
 sim POST "/_sim/vms/${vm_id[late]}/disks" '{"TARGET":"vdc","IMAGE":"ood-home","PERSISTENT":"YES","TYPE":"FILE","SIZE":"1024"}' >/dev/null
 wait_until 60 vm_ssh late 'test -b /dev/vdb && test -b /dev/vdc' || fail "the guest sees /dev/vdb and /dev/vdc within 60 s"
@@ -64,11 +64,14 @@ if [ "$(sum "$home_disk")" = "$blank_sum" ] && [ "$(sum "$scratch_disk")" = "$bl
 else fail "the attached disks' bytes are unchanged"; fi
 
 # ---- 3. the homes moved away: the datablock is formatted and mounted --------------------------------
-out=$(vm_ssh late 'mv /export/home/alice /root/alice-moved && one-hpc configure >/dev/null 2>&1; echo "rc=$?"; blkid -o export /dev/vdc; findmnt -rn -o SOURCE /export/home; cp -a /root/alice-moved /export/home/alice && cat /export/home/alice/thesis.txt')
+out=$(vm_ssh late 'mv /export/home/alice /root/alice-moved && one-hpc configure >/dev/null 2>&1; echo "rc=$?"; blkid -o export /dev/vdc; findmnt -rn -o SOURCE /export/home; ls /var/lib/one-hpc/home-mkfs.json 2>&1; tail -c 512 /dev/vdc | head -c 60; echo; findmnt -rn /export/home >/dev/null && cp -a /root/alice-moved /export/home/alice && cat /export/home/alice/thesis.txt')
 if grep -q '^rc=0$' <<<"$out" && grep -q '^LABEL=ood-home$' <<<"$out" && grep -q '^/dev/vdc$' <<<"$out" &&
    grep -q '^alice thesis$' <<<"$out"; then
     pass "once /export/home is empty, vdc (the datablock OneGate names) is formatted ood-home and mounted (alice's home copied onto it)"
 else fail "once /export/home is empty, vdc is formatted ood-home and mounted" "$out"; fi
+if grep -q 'home-mkfs.json: No such file' <<<"$out" && grep -q 'one-hpc: mkfs of the ood-home disk begun by this VM' <<<"$out"; then
+    pass "the format record is gone after mkfs; the marker written before mkfs is still at the disk's end (mkfs -E nodiscard)"
+else fail "the format record is gone after mkfs and the marker is at the disk's end" "$out"; fi
 if [ "$(sum "$scratch_disk")" = "$blank_sum" ]; then pass "the volatile vdb (first by name) is untouched"
 else fail "the volatile vdb (first by name) is untouched"; fi
 our_uuid=$(vm_ssh late 'blkid -s UUID -o value /dev/vdc')
@@ -84,6 +87,7 @@ mkfs.ext4 -q -F -L ood-home -d "$work/other-files" "$other_disk"
 other_uuid=$(blkid -s UUID -o value "$other_disk")
 other_sum=$(sum "$other_disk")
 log "booting late again with another ood-home disk (UUID $other_uuid; its own is $our_uuid)"
+vm_forget_status late
 vm_boot late 1024 "$other_disk"
 why=$(vm_wait_ready late "$ready_timeout"); rc=$?
 if [ "$rc" = 1 ] && grep -q "$other_uuid" <<<"$why" && grep -q "$our_uuid" <<<"$why"; then
@@ -101,6 +105,7 @@ else fail "the other disk's bytes are unchanged"; fi
 
 # ---- 5. its own disk again -------------------------------------------------------------------------
 log "booting late with its own disk again"
+vm_forget_status late
 vm_boot late 1024 "$scratch_disk" "$home_disk"
 if why=$(vm_wait_ready late "$ready_timeout"); then
     vm_result late_own_disk_again_seconds "$(secs_since_ms "${boot_ms[late]}")"

@@ -471,8 +471,10 @@ while True:
     s.sendall(cmd.encode() + b"\n")
     reply = until_prompt()
     # The monitor echoes the command; anything else before the prompt is an error message.
+    # drive_add answers "OK" on success.
     lines = [l for l in reply.replace("\r", "").split("\n")
-             if l.strip() and "(qemu)" not in l and cmd.split(",")[0] not in l]
+             if l.strip() and l.strip() != "OK" and "(qemu)" not in l
+             and cmd.split(",")[0] not in l]
     if not lines:
         break
     if "locked" not in lines[0] or time.monotonic() > deadline:  # a CD in use: retried
@@ -499,6 +501,15 @@ vm_attach_disk() {
     local id=hd$(( ntaps + ${#vm_results[@]} + $(now_ms) % 100000 ))
     vm_monitor "$1" "drive_add 0 if=none,id=$id,file=$2,format=raw,cache=none" &&
         vm_monitor "$1" "device_add virtio-blk-pci,drive=$id,id=dev$id"
+}
+
+# vm_forget_status NAME: READY and ERROR erased in OneGate before the VM boots again (both
+# persist across a reboot, as in OpenNebula; configure erases READY only once it runs, so a
+# wait right after the boot would read the last boot's answer).
+vm_forget_status() {
+    sim DELETE "/_sim/vms/${vm_id[$1]}/user_template/READY" >/dev/null 2>&1
+    sim DELETE "/_sim/vms/${vm_id[$1]}/user_template/ERROR" >/dev/null 2>&1
+    return 0
 }
 
 # vm_change_cd NAME APPLIANCE ROLE [KEY=VALUE...]: a new CONTEXT ISO for the running VM (the

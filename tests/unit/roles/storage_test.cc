@@ -218,7 +218,7 @@ TEST_F(StorageTest, BlankDiskIsFormattedMountedPersisted) {
   log::Capture logs;
   auto r = MustConfigure();
   EXPECT_EQ(disks_.writes, std::vector<std::string>{"/dev/vdb"});
-  EXPECT_TRUE(Ran("mkfs.ext4 -F -q -L ood-home /dev/vdb"));
+  EXPECT_TRUE(Ran("mkfs.ext4 -F -q -L ood-home -E nodiscard /dev/vdb"));
   ASSERT_EQ(mounts_.table.size(), 1u);
   EXPECT_EQ(mounts_.table[0].source, "/dev/vdb");
   EXPECT_EQ(mounts_.table[0].target, HomeHost());
@@ -405,6 +405,40 @@ TEST_F(StorageTest, WithoutOpenNebulasListTheContentRulesStayAndThePlanSaysSo) {
   auto r = MustConfigure();
   EXPECT_EQ(disks_.writes, std::vector<std::string>{"/dev/vdb"});
   EXPECT_THAT(r.run->plan.Render(), HasSubstr("chosen from the disks' content alone"));
+}
+
+// A format this VM began and did not finish (mkfs killed by a power loss) is finished at the
+// next boot: the record on the root disk and the marker at the disk's end agree. A disk in
+// the same state without this VM's marker stays refused.
+TEST_F(StorageTest, AnInterruptedFormatIsFinishedAtTheNextBoot) {
+  disks_.Blank("/dev/vdb");
+  m_.runner.On({"mkfs.ext4"}, Exit(1));  // killed half-way
+  auto first = Configure();
+  ASSERT_FALSE(first.status);
+  ASSERT_TRUE(m_.Exists("/var/lib/one-hpc/home-mkfs.json"));
+  const std::string marker = disks_.tails["/dev/vdb"];
+  ASSERT_EQ(marker.size(), disk::kMkfsMarkerBytes);
+  EXPECT_THAT(marker, HasSubstr("one-hpc: mkfs of the ood-home disk begun by this VM"));
+  // What the half-done mkfs left: no filesystem a probe recognises, bytes at the head.
+  disks_.Signature("/dev/vdb", "unknown data (non-zero bytes in the first MiB)");
+  m_.runner.On({"mkfs.ext4"}, [this](const Command& c) {
+    disks_.writes.push_back(c.argv.back());
+    disks_.Fs(c.argv.back(), "ext4", c.argv.at(4), "aaaaaaaa-0000-0000-0000-000000000001");
+    return Exit(0);
+  });
+  auto second = MustConfigure();
+  EXPECT_EQ(disks_.writes, std::vector<std::string>{"/dev/vdb"});
+  EXPECT_THAT(second.run->plan.Render(), HasSubstr("the format did not finish: finishing it"));
+  EXPECT_FALSE(m_.Exists("/var/lib/one-hpc/home-mkfs.json"));
+  EXPECT_EQ(mounts_.mounts, 1);
+}
+
+TEST_F(StorageTest, AHalfFormattedDiskWithoutThisVmsMarkerStaysRefused) {
+  disks_.Signature("/dev/vdb", "unknown data (non-zero bytes in the first MiB)");
+  m_.Write("/var/lib/one-hpc/home-mkfs.json",
+           R"({"device":"/dev/vdb","nonce":"0123456789abcdef0123456789abcdef"})");
+  ExpectRefusedUntouched("not blank");
+  EXPECT_FALSE(m_.Exists("/var/lib/one-hpc/home-mkfs.json"));  // forgotten
 }
 
 TEST_F(StorageTest, CrashAfterMkfsBeforeMountConverges) {
