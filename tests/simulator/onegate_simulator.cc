@@ -1655,7 +1655,17 @@ void OneGateSimulator::Impl::HandleOperator(const httplib::Request& req, httplib
                       {"service_id", vm->service_id},
                       {"role", vm->role},
                       {"vm", Json::parse(FullVm(*vm).dump())["VM"]}});
-    } else if (vm_sub) {
+    } else if (vm_nics && method == "POST") {
+      if (!owner->AddNic(std::stoi((*vm_nics)[0]), NicSpecFromJson(body))) {
+        return fail(404, "no such VM");
+      }
+      reply(200, Json::object());
+    } else if (vm_disks && method == "POST") {
+      if (!owner->AddDisk(std::stoi((*vm_disks)[0]), StringMap(body))) {
+        return fail(404, "no such VM");
+      }
+      reply(200, Json::object());
+    } else if (vm_sub) {  // after nics and disks, which it would match too
       const int id = std::stoi((*vm_sub)[0]);
       const std::string what = (*vm_sub)[1];
       if (what == "user_template" && method == "GET") {
@@ -1683,16 +1693,6 @@ void OneGateSimulator::Impl::HandleOperator(const httplib::Request& req, httplib
     } else if (vm_attr && method == "DELETE") {
       if (!owner->EraseUserAttr(std::stoi((*vm_attr)[0]), (*vm_attr)[1])) {
         return fail(404, "no such attribute");
-      }
-      reply(200, Json::object());
-    } else if (vm_nics && method == "POST") {
-      if (!owner->AddNic(std::stoi((*vm_nics)[0]), NicSpecFromJson(body))) {
-        return fail(404, "no such VM");
-      }
-      reply(200, Json::object());
-    } else if (vm_disks && method == "POST") {
-      if (!owner->AddDisk(std::stoi((*vm_disks)[0]), StringMap(body))) {
-        return fail(404, "no such VM");
       }
       reply(200, Json::object());
     } else if (vm_nic && method == "PUT") {

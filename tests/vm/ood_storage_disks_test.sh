@@ -39,15 +39,17 @@ else fail "without a datablock the homes are in /export/home on the root disk" "
 
 # ---- 2. blank disks attached later: refused, untouched ----------------------------------------------
 # OpenNebula's view of the disks (TEMPLATE.DISK in the extended service document).
-sim POST "/_sim/vms/${vm_id[late]}/disks" '{"TARGET":"vda","IMAGE":"open-ondemand","PERSISTENT":"NO","TYPE":"FILE"}' >/dev/null
+vm_sim_disk late '{"TARGET":"vda","IMAGE":"open-ondemand","PERSISTENT":"NO","TYPE":"FILE"}' ||
+    fail "the simulator lists the root disk"
 scratch_disk=$work/scratch.raw home_disk=$work/home.raw
 truncate -s 1G "$scratch_disk" "$home_disk"
 blank_sum=$(sum "$home_disk")
 if vm_attach_disk late "$scratch_disk" && vm_attach_disk late "$home_disk"; then
     pass "a volatile and a persistent blank disk are hot-plugged (qemu monitor)"
 else fail "a volatile and a persistent blank disk are hot-plugged (qemu monitor)"; vm_report; fi
-sim POST "/_sim/vms/${vm_id[late]}/disks" '{"TARGET":"vdb","TYPE":"fs","SIZE":"1024"}' >/dev/null
-sim POST "/_sim/vms/${vm_id[late]}/disks" '{"TARGET":"vdc","IMAGE":"ood-home","PERSISTENT":"YES","TYPE":"FILE","SIZE":"1024"}' >/dev/null
+vm_sim_disk late '{"TARGET":"vdb","TYPE":"fs","SIZE":"1024"}' &&
+    vm_sim_disk late '{"TARGET":"vdc","IMAGE":"ood-home","PERSISTENT":"YES","TYPE":"FILE","SIZE":"1024"}' ||
+    fail "the simulator lists the attached disks"
 wait_until 60 vm_ssh late 'test -b /dev/vdb && test -b /dev/vdc' || fail "the guest sees /dev/vdb and /dev/vdc within 60 s"
 out=$(vm_ssh late 'one-hpc configure 2>&1; echo "rc=$?"; findmnt -rn -o SOURCE /export/home; ls /export/home')
 why=$(sim GET "/_sim/vms/${vm_id[late]}/user_template" | json_get 'd.get("ERROR", "")')

@@ -492,7 +492,7 @@ vm_attach_nic() {
     new_tap
     vm_monitor "$name" "netdev_add tap,id=$id,ifname=$tap_made,script=no,downscript=no" &&
         vm_monitor "$name" "device_add virtio-net-pci,netdev=$id,mac=$mac,id=dev$id" &&
-        sim POST "/_sim/vms/${vm_id[$name]}/nics" "{\"ip\":\"$ip\",\"mac\":\"$mac\",\"network\":\"$3\",\"network_id\":\"$4\"}" >/dev/null
+        [ "$(sim POST "/_sim/vms/${vm_id[$name]}/nics" "{\"ip\":\"$ip\",\"mac\":\"$mac\",\"network\":\"$3\",\"network_id\":\"$4\"}")" = "{}" ]
 }
 
 # vm_attach_disk NAME FILE: onevm disk-attach on the running VM: FILE (raw) hot-plugged as a
@@ -501,6 +501,13 @@ vm_attach_disk() {
     local id=hd$(( ntaps + ${#vm_results[@]} + $(now_ms) % 100000 ))
     vm_monitor "$1" "drive_add 0 if=none,id=$id,file=$2,format=raw,cache=none" &&
         vm_monitor "$1" "device_add virtio-blk-pci,drive=$id,id=dev$id"
+}
+
+# vm_sim_disk NAME JSON: the disk in OneGate's view of the VM (its TEMPLATE.DISK, the last one).
+vm_sim_disk() {
+    local reply
+    reply=$(sim POST "/_sim/vms/${vm_id[$1]}/disks" "$2")
+    [ "$reply" = "{}" ] || { echo "simulator: $reply"; return 1; }
 }
 
 # vm_forget_status NAME: READY and ERROR erased in OneGate before the VM boots again (both

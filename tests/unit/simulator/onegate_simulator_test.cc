@@ -1232,6 +1232,19 @@ TEST_F(OneGateSimulatorTest, OperatorApiDrivesTheModel) {
   const Json ut = Json::parse(op.Get("/_sim/vms/" + std::to_string(h.id) + "/user_template")->body);
   EXPECT_EQ(ut["READY"], "YES");
   EXPECT_EQ(ut["ROLE_NAME"], "worker");
+  // onevm nic-attach and disk-attach, operator side: in the extended VM hash at once.
+  ASSERT_EQ(op.Post("/_sim/vms/" + std::to_string(h.id) + "/nics",
+                    R"({"ip":"10.1.2.5","network":"other","name":"hot"})", "application/json")
+                ->status,
+            200);
+  ASSERT_EQ(op.Post("/_sim/vms/" + std::to_string(h.id) + "/disks",
+                    R"({"TARGET":"vdb","IMAGE":"ood-home","PERSISTENT":"YES"})", "application/json")
+                ->status,
+            200);
+  const Json full = Json::parse(op.Get("/_sim/vms/" + std::to_string(h.id))->body)["vm"];
+  ASSERT_TRUE(full["TEMPLATE"]["NIC"].is_array());
+  EXPECT_EQ(full["TEMPLATE"]["NIC"][1]["IP"], "10.1.2.5");
+  EXPECT_EQ(full["TEMPLATE"]["DISK"]["IMAGE"], "ood-home");
   // Faults set through the API apply to OneGate routes but never to /_sim/.
   ASSERT_EQ(
       op.Post("/_sim/faults", R"({"kind":"status","status":504,"times":-1})", "application/json")
