@@ -347,9 +347,9 @@ Result<std::string> FormatBlankDisk(const HomeDiskDecision& decision, const std:
   }
   const std::string& device = decision.device;
   // Check again right before writing: a second configure or an operator may have been faster.
+  auto probe = tools.devices.Probe(device);
+  if (!probe) return Fail(probe.error());
   if (decision.resume_marker.empty()) {
-    auto probe = tools.devices.Probe(device);
-    if (!probe) return Fail(probe.error());
     if (!probe->blank()) {
       return Fail(ErrorKind::kUnsafe,
                   device + " is no longer blank (" + Describe(*probe) + "); not formatting it");
@@ -374,8 +374,20 @@ Result<std::string> FormatBlankDisk(const HomeDiskDecision& decision, const std:
     if (auto s = tools.devices.WriteTail(device, marker); !s) return Fail(s.error());
   }
 
+  // The filesystem ends kMkfsTailReserve before the disk: mke2fs zeroes the last blocks of
+  // what it formats (old RAID metadata), which would take the marker with it at the start of
+  // the run. Observed with e2fsprogs 1.47: the marker survives only outside the filesystem.
+  constexpr std::uint64_t kBlock = 4096;
+  if (probe->size < 2 * kMkfsTailReserve) {
+    return Fail(ErrorKind::kUnsafe, device + " is too small (" + std::to_string(probe->size) +
+                                        " bytes) for the homes; not formatting it");
+  }
+  const std::uint64_t blocks = (probe->size - kMkfsTailReserve) / kBlock;
+
   Command mkfs;
-  mkfs.argv = {"mkfs.ext4", "-F", "-q", "-L", label, "-E", "nodiscard", device};
+  mkfs.argv = {
+      "mkfs.ext4",           "-F", "-q", "-L", label, "-E", "nodiscard", "-b", "4096", device,
+      std::to_string(blocks)};
   mkfs.timeout = tools.mkfs_timeout;
   auto made = RunChecked(tools.runner, mkfs);
   if (!made) return Fail(made.error());

@@ -21,6 +21,7 @@
 #define ONEHPC_ROLES_DISK_HOME_DISK_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <optional>
@@ -84,6 +85,8 @@ struct HomeDiskDecision {
 
 /// Size of the marker written at a disk's end right before mkfs.
 inline constexpr std::size_t kMkfsMarkerBytes = 512;
+/// The home filesystem leaves this much of the disk's end unformatted, where the marker lives.
+inline constexpr std::uint64_t kMkfsTailReserve = 1024 * 1024;
 
 /// What OpenNebula says one disk is (TEMPLATE.DISK of this VM in the extended service
 /// document), by device path ("/dev/" + TARGET).
@@ -129,8 +132,9 @@ struct HomeDiskTools {
 /// Formats the blank disk of `decision` (kFormatBlank only): re-probes it right before (must
 /// still be blank, or for a resumed format still end with `decision.resume_marker`), checks
 /// O_EXCL, writes `marker` (kMkfsMarkerBytes, "" = none) as the disk's last bytes, runs
-/// `mkfs.ext4 -F -q -L <label> -E nodiscard <dev>` (we did the check; without a tty mkfs.ext4
-/// overwrites silently anyway; nodiscard keeps the marker until mkfs is done), waits for udev
+/// `mkfs.ext4 -F -q -L <label> -E nodiscard -b 4096 <dev> <blocks>` with the filesystem
+/// ending kMkfsTailReserve before the disk (we did the check; without a tty mkfs.ext4
+/// overwrites silently anyway; nodiscard and the reserve keep the marker), waits for udev
 /// (bounded) and re-probes until the label is visible. Returns the new filesystem's UUID.
 Result<std::string> FormatBlankDisk(const HomeDiskDecision& decision, const std::string& label,
                                     HomeDiskTools& tools, const std::string& marker = "");

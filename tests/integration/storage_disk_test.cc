@@ -201,6 +201,12 @@ TEST_F(StorageDiskTest, BlankIsFormattedLabelledMountedAndConverges) {
   std::string unit = *files_->Read("/etc/systemd/system/export-home.mount");
   EXPECT_THAT(unit, HasSubstr("What=/dev/disk/by-uuid/" + p->uuid));
   EXPECT_THAT(*files_->Read(nfs::kExportsFile), HasSubstr("fsid=1,mountpoint)"));
+  // The format marker outlives the real mkfs (it lies past the filesystem's end), and the
+  // record on the root disk is gone.
+  auto tail = devices_.ReadTail(dev, disk::kMkfsMarkerBytes);
+  ASSERT_TRUE(tail) << tail.error().message;
+  EXPECT_EQ(tail->rfind("one-hpc: mkfs of the ood-home disk begun by this VM", 0), 0u);
+  EXPECT_FALSE(files_->Exists("/var/lib/one-hpc/home-mkfs.json"));
   // A home lands on the disk.
   std::ofstream(root_ + "/export/home/alice.txt") << "alice's data\n";
 

@@ -37,7 +37,7 @@ class StorageTest : public ::testing::Test {
     // One NIC: the compute NIC without asking OneGate (StorageOneGateTest has two).
     vars_ = {{"ETH0_IP", "10.1.0.3"}, {"ETH0_MASK", "255.255.255.0"}};
     m_.runner.On({"mkfs.ext4"}, [this](const Command& c) {
-      const std::string& dev = c.argv.back();
+      const std::string& dev = c.argv.at(c.argv.size() - 2);  // then the block count
       disks_.writes.push_back(dev);
       disks_.Fs(dev, "ext4", c.argv.at(4),
                 "aaaaaaaa-0000-0000-0000-00000000000" + std::to_string(disks_.writes.size()));
@@ -218,7 +218,7 @@ TEST_F(StorageTest, BlankDiskIsFormattedMountedPersisted) {
   log::Capture logs;
   auto r = MustConfigure();
   EXPECT_EQ(disks_.writes, std::vector<std::string>{"/dev/vdb"});
-  EXPECT_TRUE(Ran("mkfs.ext4 -F -q -L ood-home -E nodiscard /dev/vdb"));
+  EXPECT_TRUE(Ran("mkfs.ext4 -F -q -L ood-home -E nodiscard -b 4096 /dev/vdb 261888"));
   ASSERT_EQ(mounts_.table.size(), 1u);
   EXPECT_EQ(mounts_.table[0].source, "/dev/vdb");
   EXPECT_EQ(mounts_.table[0].target, HomeHost());
@@ -422,8 +422,9 @@ TEST_F(StorageTest, AnInterruptedFormatIsFinishedAtTheNextBoot) {
   // What the half-done mkfs left: no filesystem a probe recognises, bytes at the head.
   disks_.Signature("/dev/vdb", "unknown data (non-zero bytes in the first MiB)");
   m_.runner.On({"mkfs.ext4"}, [this](const Command& c) {
-    disks_.writes.push_back(c.argv.back());
-    disks_.Fs(c.argv.back(), "ext4", c.argv.at(4), "aaaaaaaa-0000-0000-0000-000000000001");
+    const std::string& dev = c.argv.at(c.argv.size() - 2);
+    disks_.writes.push_back(dev);
+    disks_.Fs(dev, "ext4", c.argv.at(4), "aaaaaaaa-0000-0000-0000-000000000001");
     return Exit(0);
   });
   auto second = MustConfigure();
