@@ -356,6 +356,14 @@ Status OneGateClient::EraseVmAttribute(const std::string& key) {
 }
 
 Result<ServiceInfo> OneGateClient::GetService(bool extended) {
+  if (extended && remember_extended_) {
+    if (!extended_) {
+      remember_extended_ = false;
+      extended_ = GetService(true);
+      remember_extended_ = true;
+    }
+    return *extended_;
+  }
   ServiceInfo service;
   auto result = Call("GET", extended ? "/service?extended=true" : "/service", "", "",
                      [&](const HttpResponse& response) -> Status {

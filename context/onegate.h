@@ -65,6 +65,24 @@ class OneGateClient {
   /// PUT /vm type=2; "500 attribute not found" counts as success.
   Status EraseVmAttribute(const std::string& key);
   Result<ServiceInfo> GetService(bool extended);
+  /// While one lives, GetService(true) answers with the result of its first call, success
+  /// or failure: one configure reads the extended service document once however many of
+  /// its parts ask (and waits out a OneGate outage once, not once per part).
+  class OneServiceRead {
+   public:
+    explicit OneServiceRead(OneGateClient& client) : client_(client) {
+      client_.remember_extended_ = true;
+    }
+    ~OneServiceRead() {
+      client_.remember_extended_ = false;
+      client_.extended_.reset();
+    }
+    OneServiceRead(const OneServiceRead&) = delete;
+    OneServiceRead& operator=(const OneServiceRead&) = delete;
+
+   private:
+    OneGateClient& client_;
+  };
   /// PUT /service/role/:role {"cardinality":N}.
   Status ScaleRole(const std::string& role, int cardinality);
 
@@ -91,6 +109,8 @@ class OneGateClient {
   Clock& clock_;
   int requests_sent_ = 0;
   OneGateFailure last_failure_;
+  bool remember_extended_ = false;
+  std::optional<Result<ServiceInfo>> extended_;
 };
 
 /// Checks a value for PUT /vm: "" if fine, else why not.

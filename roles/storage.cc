@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "common/log.h"
 #include "roles/disk/home_mount.h"
@@ -31,6 +32,10 @@ class StorageRole : public Role {
   std::vector<SettingSpec> Settings() const override { return StorageSettings(); }
 
   Status Configure(RoleEnv& env) override {
+    // The compute NIC, the disk list and the portal's addresses all come from the extended
+    // service document: one read for the whole configure.
+    std::optional<OneGateClient::OneServiceRead> one_read;
+    if (env.onegate != nullptr) one_read.emplace(*env.onegate);
     std::string how;
     auto net = ComputeNetworkOf(env, &how);
     if (!net) return Fail(net.error());
@@ -42,7 +47,7 @@ class StorageRole : public Role {
                             : "served from this VM");
 
     if (auto s = EnsureDirectory(env, ood::kSlurmExport, 0755, std::nullopt,
-                                 "the portal keeps the Slurm controller state there (root disk)");
+                                 "the portal keeps the Slurm controller state there");
         !s) {
       return s;
     }
@@ -54,6 +59,13 @@ class StorageRole : public Role {
     const bool container = host::InContainer(env.files);
     auto home_on_disk = EnsureHomes(env, external_home, container);
     if (!home_on_disk) return Fail(home_on_disk.error());
+    if (*home_on_disk) {
+      if (auto s = disk::EnsureSlurmStateOnHomeDisk(env, options_.state); !s) return s;
+    } else {
+      env.plan.Keep(std::string("the Slurm state in ") + ood::kSlurmExport + " on the root disk",
+                    external_home ? "the homes are on the site's server: no disk is used here"
+                                  : "no ood-home disk: the homes are on the root disk too");
+    }
 
     // Exports: the portal's compute address from OneGate; on failure the last good list.
     nfs::ExportsConfig config;

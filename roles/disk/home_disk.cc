@@ -230,7 +230,10 @@ Result<HomeDiskDecision> DecideHomeDisk(const HomeDiskInputs& inputs, BlockDevic
     auto where = mounts.FindBySource(device);
     if (!where) return Fail(where.error());
     for (const auto& e : *where) {
-      if (Canonical(e.target) != Canonical(mount_point)) {
+      const bool own_bind =
+          std::any_of(inputs.own_bind_targets.begin(), inputs.own_bind_targets.end(),
+                      [&](const std::string& t) { return Canonical(t) == Canonical(e.target); });
+      if (Canonical(e.target) != Canonical(mount_point) && !own_bind) {
         return Fail(ErrorKind::kUnsafe, device + " (" + Describe(*probe) +
                                             ") is already mounted on " + Mounted(*where) +
                                             "; unmount it so it can be mounted on " +

@@ -109,6 +109,9 @@ struct HomeDiskInputs {
   std::string label = kHomeLabel;
   /// Host path of the home mount point (root prefix applied), to recognise "already ours".
   std::string mount_point = ood::kHomeExport;
+  /// Host paths where this VM bind-mounts a directory of the home filesystem (the Slurm
+  /// state on /export/slurm): a mount of the labelled filesystem there is not "elsewhere".
+  std::vector<std::string> own_bind_targets;
 };
 
 /// Probes and decides. Read-only: safe in `one-hpc plan`. kUnsafe (naming the device and its

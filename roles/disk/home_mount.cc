@@ -232,6 +232,7 @@ Result<bool> EnsureHomeDisk(RoleEnv& env, const HomeMountOptions& options) {
   inputs.candidates = *candidates;
   inputs.mount_point = env.files.HostPath(ood::kHomeExport);
   inputs.allow_volatile = env.settings.GetBool(kHomeDiskVolatileSetting);
+  inputs.own_bind_targets = {env.files.HostPath(ood::kSlurmExport)};
   if (!inputs.candidates.empty()) {
     std::string note;
     inputs.facts =

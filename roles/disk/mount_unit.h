@@ -37,6 +37,17 @@ std::string MountUnitPath(const std::string& where);
 MountUnitFiles RenderMountUnits(const std::string& uuid, const std::string& fs_type,
                                 const std::string& where);
 
+/// A bind mount of `what` (a directory on the filesystem mounted on `under`) on `where`,
+/// mounted after `under` and before nfs-server, and the nfs-server drop-in that requires it.
+struct BindMountUnitFiles {
+  std::string mount_unit_path;  ///< /etc/systemd/system/export-slurm.mount
+  std::string mount_unit;
+  std::string nfs_dropin_path;  ///< .../nfs-server.service.d/50-one-hpc-state.conf
+  std::string nfs_dropin;
+};
+BindMountUnitFiles RenderBindMountUnits(const std::string& what, const std::string& under,
+                                        const std::string& where);
+
 }  // namespace onehpc::disk
 
 #endif  // ONEHPC_ROLES_DISK_MOUNT_UNIT_H_

@@ -83,7 +83,9 @@ std::string RenderExports(const ExportsConfig& config) {
   }
   if (!config.portal_ips.empty()) {
     out += std::string(ood::kSlurmExport) +
-           Clients(config.portal_ips, std::string(kBase) + ",no_root_squash,fsid=2") + "\n";
+           Clients(config.portal_ips, std::string(kBase) + ",no_root_squash,fsid=2" +
+                                          (config.home_on_disk ? ",mountpoint" : "")) +
+           "\n";
   }
   out += std::string(ood::kSoftwareExport) +
          Clients({config.compute_net}, std::string(kBase) + ",root_squash,fsid=3") + "\n";

@@ -3,7 +3,8 @@
 //
 //   /export/home      portal IPs  rw,sync,no_subtree_check,no_root_squash,fsid=1[,mountpoint]
 //                     compute net rw,sync,no_subtree_check,root_squash,fsid=1[,mountpoint]
-//   /export/slurm     portal IPs  rw,sync,no_subtree_check,no_root_squash,fsid=2
+//   /export/slurm     portal IPs  rw,sync,no_subtree_check,no_root_squash,fsid=2[,mountpoint]
+//                     (with the homes on the disk, the Slurm state is bind-mounted from it)
 //   /export/software  compute net rw,sync,no_subtree_check,root_squash,fsid=3
 //
 // The management network is never granted; only the portal gets root and the Slurm state.
@@ -49,7 +50,7 @@ struct ExportsConfig {
   std::string compute_net;              ///< CIDR, root_squash clients
   std::vector<std::string> portal_ips;  ///< no_root_squash clients, sorted, unique
   bool export_home = true;              ///< false with ONEAPP_HOME_NFS_ENABLED
-  bool home_on_disk = false;            ///< adds `mountpoint` to the home export
+  bool home_on_disk = false;            ///< adds `mountpoint` to the home and Slurm state exports
 };
 
 /// The exports file for `config` (stable text: same config, same bytes).

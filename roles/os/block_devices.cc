@@ -35,6 +35,17 @@ struct FdCloser {
   }
 };
 
+/// The device opened for reading (kNotFound when it does not exist).
+Result<int> OpenReadOnly(const std::string& device) {
+  int fd = ::open(device.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    int error = errno;
+    return Fail(error == ENOENT ? ErrorKind::kNotFound : ErrorKind::kIo,
+                "cannot open " + device + ": " + strerror(error));
+  }
+  return fd;
+}
+
 std::string Value(blkid_probe probe, const char* name) {
   const char* data = nullptr;
   size_t len = 0;
@@ -219,12 +230,9 @@ Result<std::vector<std::string>> BlkidBlockDevices::ListDisks(bool include_loop)
 Result<DeviceProbe> BlkidBlockDevices::Probe(const std::string& device) {
   DeviceProbe out;
   out.device = device;
-  int fd = ::open(device.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    int error = errno;
-    return Fail(error == ENOENT ? ErrorKind::kNotFound : ErrorKind::kIo,
-                "cannot open " + device + ": " + strerror(error));
-  }
+  auto opened = OpenReadOnly(device);
+  if (!opened) return Fail(opened.error());
+  const int fd = *opened;
   FdCloser closer{fd};
   ProbePtr probe(blkid_new_probe());
   if (!probe) return Fail(ErrorKind::kInternal, "blkid_new_probe failed");
@@ -325,12 +333,9 @@ Status BlockDevices::WriteTail(const std::string& device, const std::string&) {
 }
 
 Result<std::string> BlkidBlockDevices::ReadTail(const std::string& device, std::size_t bytes) {
-  int fd = ::open(device.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    int error = errno;
-    return Fail(error == ENOENT ? ErrorKind::kNotFound : ErrorKind::kIo,
-                "cannot open " + device + ": " + strerror(error));
-  }
+  auto opened = OpenReadOnly(device);
+  if (!opened) return Fail(opened.error());
+  const int fd = *opened;
   FdCloser closer{fd};
   off_t size = ::lseek(fd, 0, SEEK_END);
   if (size < 0) return Fail(ErrorKind::kIo, "cannot size " + device + ": " + strerror(errno));

@@ -362,6 +362,16 @@ Status Files::RemoveDir(const std::string& path) {
   return Ok();
 }
 
+Status Files::Rename(const std::string& from, const std::string& to) {
+  if (auto s = CheckPath(from); !s) return s;
+  if (auto s = CheckPath(to); !s) return s;
+  std::string a = HostPath(from), b = HostPath(to);
+  if (::rename(a.c_str(), b.c_str()) != 0) {
+    return Fail(ErrorKind::kIo, "cannot rename " + a + " to " + b + ": " + Errno(errno));
+  }
+  return FsyncDir(b.substr(0, b.rfind('/')));
+}
+
 Result<std::vector<std::string>> Files::List(const std::string& dir) const {
   if (auto s = CheckPath(dir); !s) return Fail(s.error());
   std::string host = HostPath(dir);

@@ -55,6 +55,9 @@ class Files {
   Result<std::string> MakeTempDir(const std::string& parent, const std::string& prefix);
   /// Removes an empty directory; a missing one is fine.
   Status RemoveDir(const std::string& path);
+  /// rename(2) (replaces a file or an empty directory at `to`), then fsync of the
+  /// directory of `to`.
+  Status Rename(const std::string& from, const std::string& to);
   Result<std::vector<std::string>> List(const std::string& dir) const;
 
  private:

@@ -38,6 +38,7 @@ MountEntry ToEntry(libmnt_fs* fs) {
   entry.target = Str(mnt_fs_get_target(fs));
   entry.fs_type = Str(mnt_fs_get_fstype(fs));
   entry.options = Str(mnt_fs_get_options(fs));
+  entry.root = Str(mnt_fs_get_root(fs));
   return entry;
 }
 

@@ -15,6 +15,9 @@ struct MountEntry {
   std::string target;
   std::string fs_type;
   std::string options;
+  /// The directory of the filesystem that is mounted: "/" for a whole filesystem, the
+  /// subdirectory for a bind mount ("/.one-hpc-state/slurm"); empty when unknown.
+  std::string root{};
 };
 
 class Mounts {

@@ -24,19 +24,33 @@ Status CheckUnit(const std::string& unit) {
 
 }  // namespace
 
-Status Systemd::WaitActive(const std::string& unit, Duration timeout, Clock& clock) {
+namespace {
+
+Status WaitFor(Systemd& systemd, const std::string& unit, bool want_active, Duration timeout,
+               Clock& clock) {
   const TimePoint deadline = clock.Now() + timeout;
   for (;;) {
-    auto active = IsActive(unit);
+    auto active = systemd.IsActive(unit);
     if (!active) return Fail(active.error());
-    if (*active) return Ok();
+    if (*active == want_active) return Ok();
     TimePoint now = clock.Now();
     if (now >= deadline) {
-      return Fail(ErrorKind::kProcess, "unit " + unit + " did not become active within " +
+      return Fail(ErrorKind::kProcess, "unit " + unit + " did not become " +
+                                           (want_active ? "active" : "inactive") + " within " +
                                            std::to_string(timeout.count()) + " ms");
     }
     clock.SleepFor(std::min(kPollInterval, std::chrono::duration_cast<Duration>(deadline - now)));
   }
+}
+
+}  // namespace
+
+Status Systemd::WaitActive(const std::string& unit, Duration timeout, Clock& clock) {
+  return WaitFor(*this, unit, true, timeout, clock);
+}
+
+Status Systemd::WaitInactive(const std::string& unit, Duration timeout, Clock& clock) {
+  return WaitFor(*this, unit, false, timeout, clock);
 }
 
 SystemctlSystemd::SystemctlSystemd(ProcessRunner& runner, std::string root)

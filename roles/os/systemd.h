@@ -28,6 +28,8 @@ class Systemd {
   virtual Result<bool> IsActive(const std::string& unit) = 0;
   /// Polls IsActive until true or the timeout passes (kProcess error naming the unit).
   Status WaitActive(const std::string& unit, Duration timeout, Clock& clock);
+  /// Polls IsActive until false or the timeout passes (kProcess error naming the unit).
+  Status WaitInactive(const std::string& unit, Duration timeout, Clock& clock);
 };
 
 /// How long one systemctl call (daemon-reload, enable, disable, --no-block start/stop) may

@@ -28,9 +28,28 @@ class FakeMounts : public Mounts {
     }
     return out;
   }
+  /// A bind mount is recorded as the kernel shows it: the source of the mount that holds
+  /// entry.source, with the subdirectory as its root.
   Status Mount(const MountEntry& entry) override {
     ++mounts;
-    table.push_back(entry);
+    MountEntry e = entry;
+    if (entry.options == "bind") {
+      const MountEntry* holder = nullptr;
+      for (const auto& m : table) {
+        if (entry.source.rfind(m.target + "/", 0) == 0 &&
+            (!holder || m.target.size() >= holder->target.size())) {
+          holder = &m;
+        }
+      }
+      if (holder) {
+        e.source = holder->source;
+        e.fs_type = holder->fs_type;
+        e.root = entry.source.substr(holder->target.size());
+      }
+    } else if (e.root.empty()) {
+      e.root = "/";
+    }
+    table.push_back(e);
     return Ok();
   }
   Status Unmount(const std::string& target) override {

@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/mount.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -64,7 +65,7 @@ class StorageDiskTest : public ::testing::Test {
     std::filesystem::create_directories(root_ + "/etc/systemd/system");
     files_ = std::make_unique<Files>(root_);
     // Real tools for the disks; systemctl and exportfs answered here (no systemd, no nfsd).
-    for (const char* tool : {"mkfs.ext4", "udevadm"}) {
+    for (const char* tool : {"mkfs.ext4", "udevadm", "cp", "sync", "rm"}) {
       fake_.On({tool}, [this](const Command& c) {
         auto r = real_.Run(c);
         if (!r) return ProcessResult{127, 0, false, "", r.error().message};
@@ -76,6 +77,10 @@ class StorageDiskTest : public ::testing::Test {
     });
     fake_.On({"systemctl", "--no-block", "start"}, [this](const Command& c) {
       active_.insert(c.argv.back());
+      return ProcessResult{0, 0, false, "", ""};
+    });
+    fake_.On({"systemctl", "--no-block", "stop"}, [this](const Command& c) {
+      active_.erase(c.argv.back());
       return ProcessResult{0, 0, false, "", ""};
     });
     fake_.On({"systemctl", "enable"}, [this](const Command& c) {
@@ -92,7 +97,9 @@ class StorageDiskTest : public ::testing::Test {
   }
   void TearDown() override {
     if (!root_.empty()) {
-      while (::umount2((root_ + "/export/home").c_str(), MNT_DETACH) == 0) {
+      for (const char* dir : {"/export/slurm", "/export/home"}) {
+        while (::umount2((root_ + dir).c_str(), MNT_DETACH) == 0) {
+        }
       }
     }
     for (const auto& m : extra_mounts_) ::umount2(m.c_str(), MNT_DETACH);
@@ -244,6 +251,7 @@ TEST_F(StorageDiskTest, RecreatedVmWithTheSameDiskFindsEveryHome) {
     std::filesystem::create_directories(root_ + "/export/home/" + user + "/project");
     std::ofstream(root_ + "/export/home/" + user + "/project/data.txt") << user << "'s results\n";
   }
+  ASSERT_EQ(::umount2((root_ + "/export/slurm").c_str(), 0), 0);
   ASSERT_EQ(::umount2((root_ + "/export/home").c_str(), 0), 0);
   // The new VM: a new root disk.
   std::error_code ec;
@@ -263,6 +271,81 @@ TEST_F(StorageDiskTest, RecreatedVmWithTheSameDiskFindsEveryHome) {
     std::getline(in, line);
     EXPECT_EQ(line, std::string(user) + "'s results");
   }
+}
+
+// The Slurm state (issue 14): a storage VM of the previous version kept the portal's state in
+// /export/slurm on its root disk. The first configure copies it onto the ood-home disk (real
+// cp -a: owners, modes and times kept), bind-mounts it back on /export/slurm, and persists
+// that as units; the next run changes nothing; a VM replaced with the same disk (a new root
+// disk, whose /export/slurm is empty) serves the same state.
+TEST_F(StorageDiskTest, TheSlurmStateMovesOntoTheDiskOnceAndAReplacedVmFindsIt) {
+  namespace fs = std::filesystem;
+  std::string dev = Disk();
+  const std::string old_state = root_ + "/export/slurm";
+  fs::create_directories(old_state + "/state");
+  fs::create_directories(old_state + "/accounting");
+  std::ofstream(old_state + "/munge.key") << "the cluster's key";
+  std::ofstream(old_state + "/state/job_state") << "the queue";
+  std::ofstream(old_state + "/accounting/dump-1.sql.gz") << "a dump";
+  ASSERT_EQ(::chmod((old_state + "/munge.key").c_str(), 0400), 0);
+  ASSERT_EQ(::chown((old_state + "/state").c_str(), 64030, 64030), 0);
+  ASSERT_EQ(::chmod((old_state + "/state").c_str(), 0700), 0);
+  active_.insert("nfs-server.service");
+  ASSERT_TRUE(RunRole()) << plan_->Render();
+
+  // /export/slurm is the bind mount of the disk's directory (the kernel says so).
+  auto at = mounts_.FindByTarget(old_state);
+  ASSERT_TRUE(at && at->has_value());
+  EXPECT_EQ((*at)->source, dev);
+  EXPECT_EQ((*at)->root, "/.one-hpc-state/slurm");
+  const std::string on_disk = root_ + "/export/home/.one-hpc-state";
+  struct stat st {};
+  ASSERT_EQ(::stat(on_disk.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0700u);
+  EXPECT_EQ(st.st_uid, 0u);
+  ASSERT_EQ(::stat((on_disk + "/slurm/munge.key").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0400u);
+  ASSERT_EQ(::stat((on_disk + "/slurm/state").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 64030u);
+  EXPECT_EQ(st.st_mode & 07777, 0700u);
+  std::string queue;
+  std::getline(std::ifstream(old_state + "/state/job_state"), queue);
+  EXPECT_EQ(queue, "the queue");  // read through the bind mount
+  EXPECT_FALSE(fs::exists(on_disk + "/slurm.migrating"));
+  EXPECT_THAT(*files_->Read("/etc/systemd/system/export-slurm.mount"),
+              HasSubstr("What=/export/home/.one-hpc-state/slurm\n"));
+  EXPECT_THAT(*files_->Read(nfs::kExportsFile), Not(HasSubstr("/export/slurm ")));  // no portal
+  EXPECT_TRUE(active_.count("nfs-server.service"));  // stopped for the copy, started again
+
+  // A write through the export lands on the disk; the next run changes nothing.
+  std::ofstream(old_state + "/state/job_state") << "the queue, later";
+  size_t before = fake_.commands().size();
+  ASSERT_TRUE(RunRole()) << plan_->Render();
+  for (const auto& a : plan_->actions()) {
+    EXPECT_EQ(a.outcome, PlannedAction::Outcome::kKept) << a.what;
+  }
+  for (size_t i = before; i < fake_.commands().size(); ++i) {
+    EXPECT_NE(fake_.commands()[i].argv[0], "cp") << "copied twice";
+  }
+
+  // The storage VM is replaced: its root disk is gone, the datablock comes back.
+  ASSERT_EQ(::umount2(old_state.c_str(), 0), 0);
+  ASSERT_EQ(::umount2((root_ + "/export/home").c_str(), 0), 0);
+  std::error_code ec;
+  fs::remove_all(root_, ec);
+  ASSERT_FALSE(ec) << ec.message();
+  fs::create_directories(root_ + "/etc/systemd/system");
+  active_.clear();
+  before = fake_.commands().size();
+  ASSERT_TRUE(RunRole()) << plan_->Render();
+  for (size_t i = before; i < fake_.commands().size(); ++i) {
+    EXPECT_NE(fake_.commands()[i].argv[0], "cp");
+  }
+  std::getline(std::ifstream(old_state + "/state/job_state"), queue);
+  EXPECT_EQ(queue, "the queue, later");
+  std::string key;
+  std::getline(std::ifstream(old_state + "/munge.key"), key);
+  EXPECT_EQ(key, "the cluster's key");
 }
 
 TEST_F(StorageDiskTest, LabelledDiskIsMountedAsIsWithItsFiles) {

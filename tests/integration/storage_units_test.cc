@@ -55,8 +55,14 @@ TEST(StorageUnitsTest, GeneratedMountUnitsVerify) {
   fs::create_directories(dir + "/nfs-server.service.d");
   std::ofstream(dir + "/nfs-server.service.d/50-one-hpc-home.conf") << files.nfs_dropin;
   EXPECT_EQ(name(files.mount_unit_path), "export-home.mount");
+  // The Slurm state's bind mount from the home disk, with its own drop-in.
+  auto state = disk::RenderBindMountUnits("/export/home/.one-hpc-state/slurm", "/export/home",
+                                          "/export/slurm");
+  EXPECT_EQ(name(state.mount_unit_path), "export-slurm.mount");
+  std::ofstream(dir + "/" + name(state.mount_unit_path)) << state.mount_unit;
+  std::ofstream(dir + "/nfs-server.service.d/" + name(state.nfs_dropin_path)) << state.nfs_dropin;
 
-  ExpectVerifies(dir, {"export-home.mount", "nfs-server.service"});
+  ExpectVerifies(dir, {"export-home.mount", "export-slurm.mount", "nfs-server.service"});
   std::error_code ec;
   fs::remove_all(dir, ec);
 }

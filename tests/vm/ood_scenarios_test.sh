@@ -23,9 +23,10 @@
 #      address (both idle in its sinfo) and a job of alice runs on both;
 #   7. the storage VM is powered off, terminated and re-created (a new VM, a new root disk,
 #      the same address) with the same home disk: it is mounted, not formatted, every file of
-#      the homes has the same sha256 as before, and the portal reads alice's home again.
-#      Last: the Slurm state export still lives on the storage VM's root disk (issue 14), so
-#      after this the portal's state mount is stale and its accounting dump fails.
+#      the homes has the same sha256 as before, and the portal reads alice's home again. The
+#      Slurm state lives on the same disk (.one-hpc-state/slurm, bind-mounted on
+#      /export/slurm): the new storage VM serves the same munge key, and the portal's state
+#      mount works again (an accounting dump succeeds, a job of alice runs).
 # Scenario 11 (the site's own NFS server with root_squash) is tests/vm/ood_site_nfs_test.sh.
 #
 # Label vm-scenarios: `make test-vm` runs it, `make test` does not. Figures in
@@ -50,8 +51,9 @@ vm_lab open-ondemand "$NET"
 PORTAL=portal  # the VM that is the portal now (10 replaces it)
 P() { vm_ssh "$PORTAL" "$@"; }
 as_alice() { P "runuser -u alice -- $*"; }
-tree_sums() {  # tree_sums NAME DIR: sha256 and path of every file under DIR, sorted
-    vm_ssh "$1" "cd $2 && find . -type f -print0 | sort -z | xargs -0 -r sha256sum"
+tree_sums() {  # tree_sums NAME DIR: sha256 and path of every file under DIR, sorted (the
+    # Slurm state that the portal keeps writing, .one-hpc-state, left out)
+    vm_ssh "$1" "cd $2 && find . -path ./.one-hpc-state -prune -o -type f -print0 | sort -z | xargs -0 -r sha256sum"
 }
 
 # ---- 8. a foreign filesystem on the second disk: ERROR, nothing written -------------------------
@@ -330,5 +332,16 @@ if vm_start storage2 open-ondemand storage "$STO_IP" 1024 "$home_disk"; then
     reads() { [ "$(P 'timeout 20 cat /home/alice/pause-after' 2>/dev/null)" = after ]; }
     if wait_until 240 reads; then pass "the portal reads alice's home again from the new storage VM (${waited} s)"
     else fail "the portal reads alice's home again from the new storage VM" "$(P 'findmnt /home; dmesg | tail -n 5' 2>&1)"; fi
+    out=$(vm_ssh storage2 'findmnt -rn -o SOURCE /export/slurm; sha256sum /export/slurm/munge.key')
+    if grep -qF '/dev/vdb[/.one-hpc-state/slurm]' <<<"$out" && grep -q "^$key_before " <<<"$out"; then
+        pass "the new storage VM serves the Slurm state from the disk: the same munge key"
+    else fail "the new storage VM serves the Slurm state from the disk: the same munge key" "$out"; fi
+    if out=$(P 'timeout 120 systemctl start one-hpc-accounting-dump.service' 2>&1); then
+        pass "the portal's state mount works again: an accounting dump to the new storage VM"
+    else fail "the portal's state mount works again: an accounting dump to the new storage VM" "$out"; fi
+    after_job=$(as_alice "timeout 300 sbatch --parsable --wait -D /home/alice -o after-storage.out --wrap hostname" 2>&1 | tail -n1)
+    if [ -n "$(P 'cat /home/alice/after-storage.out' 2>/dev/null)" ]; then
+        pass "a job of alice runs after the storage VM was re-created (job $after_job)"
+    else fail "a job of alice runs after the storage VM was re-created" "$after_job"; fi
 fi
 vm_report

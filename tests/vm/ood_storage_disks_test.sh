@@ -16,6 +16,14 @@
 #      stops with an ERROR naming both UUIDs, that disk's bytes unchanged, export-home.mount
 #      unchanged;
 #   5. booted with its own disk again: READY, the disk mounted as it is.
+#   The Slurm state (issue 14): in step 3 the portal's state that the root disk's /export/slurm
+#   held (a key 0400, a state directory of the slurm uid 0700) is copied onto the disk, owners
+#   and modes kept, and bind-mounted back on /export/slurm; in step 5 export-slurm.mount
+#   mounts it at boot;
+#   6. the storage VM is replaced (a new root disk, the same datablocks): READY, and the portal
+#      reads the same key and queue over NFS from /export/slurm (a real NFS mount from the
+#      portal's address, which the simulator lists); a compute-network address is not served
+#      /export/slurm.
 #
 # Label vm-scenarios: `make test-vm` runs it, `make test` does not. Figures in
 # $ONEHPC_BINARY_DIR/ood_storage_disks-results.txt. Exit 77 (skipped) as vm_lib.sh says.
@@ -66,6 +74,9 @@ if [ "$(sum "$home_disk")" = "$blank_sum" ] && [ "$(sum "$scratch_disk")" = "$bl
 else fail "the attached disks' bytes are unchanged"; fi
 
 # ---- 3. the homes moved away: the datablock is formatted and mounted --------------------------------
+# What a portal kept on the root disk's /export/slurm before this version.
+vm_ssh late 'mkdir -p /export/slurm/state && echo "the queue" > /export/slurm/state/job_state && chown -R 64030:64030 /export/slurm/state && chmod 0700 /export/slurm/state && printf "the cluster key" > /export/slurm/munge.key && chmod 0400 /export/slurm/munge.key' ||
+    fail "the root disk's /export/slurm is given a portal's state"
 out=$(vm_ssh late 'mv /export/home/alice /root/alice-moved && one-hpc configure >/dev/null 2>&1; echo "rc=$?"; blkid -o export /dev/vdc; findmnt -rn -o SOURCE /export/home; ls /var/lib/one-hpc/home-mkfs.json 2>&1; tail -c 512 /dev/vdc | head -c 60; echo; findmnt -rn /export/home >/dev/null && cp -a /root/alice-moved /export/home/alice && cat /export/home/alice/thesis.txt')
 if grep -q '^rc=0$' <<<"$out" && grep -q '^LABEL=ood-home$' <<<"$out" && grep -q '^/dev/vdc$' <<<"$out" &&
    grep -q '^alice thesis$' <<<"$out"; then
@@ -76,6 +87,13 @@ if grep -q 'home-mkfs.json.*No such file' <<<"$out" && grep -q 'one-hpc: mkfs of
 else fail "the format record is gone after mkfs and the marker is at the disk's end" "$out"; fi
 if [ "$(sum "$scratch_disk")" = "$blank_sum" ]; then pass "the volatile vdb (first by name) is untouched"
 else fail "the volatile vdb (first by name) is untouched"; fi
+out=$(vm_ssh late 'findmnt -rn -o SOURCE,TARGET /export/slurm; stat -c "%n %a %u" /export/home/.one-hpc-state /export/slurm/munge.key /export/slurm/state; cat /export/slurm/state/job_state; systemctl is-active nfs-server export-slurm.mount; systemctl is-enabled export-slurm.mount')
+if grep -qF '/dev/vdc[/.one-hpc-state/slurm] /export/slurm' <<<"$out" &&
+   grep -qx '/export/home/.one-hpc-state 700 0' <<<"$out" && grep -qx '/export/slurm/munge.key 400 0' <<<"$out" &&
+   grep -qx '/export/slurm/state 700 64030' <<<"$out" && grep -qx 'the queue' <<<"$out" &&
+   [ "$(grep -c '^active$' <<<"$out")" = 2 ] && grep -qx enabled <<<"$out"; then
+    pass "the root disk's Slurm state is copied onto vdc (owners and modes kept) and bind-mounted on /export/slurm; nfs-server runs again"
+else fail "the root disk's Slurm state is copied onto vdc and bind-mounted on /export/slurm" "$out"; fi
 our_uuid=$(vm_ssh late 'blkid -s UUID -o value /dev/vdc')
 unit_before=$(vm_ssh late 'sha256sum /etc/systemd/system/export-home.mount' | cut -d' ' -f1)
 
@@ -112,11 +130,35 @@ vm_boot late 1024 "$scratch_disk" "$home_disk"
 if why=$(vm_wait_ready late "$ready_timeout"); then
     vm_result late_own_disk_again_seconds "$(secs_since_ms "${boot_ms[late]}")"
     vm_wait_ssh late 120
-    out=$(vm_ssh late 'findmnt -rn -o SOURCE /export/home; cat /export/home/alice/thesis.txt')
+    out=$(vm_ssh late 'findmnt -rn -o SOURCE /export/home; cat /export/home/alice/thesis.txt; findmnt -rn -o SOURCE /export/slurm')
     if grep -q '^/dev/vdc$' <<<"$out" && grep -q '^alice thesis$' <<<"$out"; then
         pass "with its own disk again: READY, the disk mounted as it is, alice's file there"
     else fail "with its own disk again: the disk mounted as it is, alice's file there" "$out"; fi
+    if grep -qF '/dev/vdc[/.one-hpc-state/slurm]' <<<"$out"; then
+        pass "export-slurm.mount mounts the disk's Slurm state at boot"
+    else fail "export-slurm.mount mounts the disk's Slurm state at boot" "$out"; fi
 else fail "with its own disk again: READY" "$why
 $(vm_diagnose late)"; fi
+
+# ---- 6. the storage VM replaced, the same datablocks: the portal finds its state ------------------
+vm_ssh late 'systemctl poweroff' >/dev/null 2>&1
+vm_wait_down late 180 || fail "late powers off within 180 s"
+vm_forget late
+PORTAL_IP=$NET.20
+reply=$(sim POST /_sim/vms "{\"service_id\":$service_id,\"role\":\"portal\",\"name\":\"portal_0_(service_$service_id)\",\"nics\":[{\"ip\":\"$PORTAL_IP\",\"mac\":\"$(mac_of "$PORTAL_IP")\",\"network\":\"Service\",\"network_id\":\"0\"}]}")
+[ -n "$(json_get 'd.get("id")' <<<"$reply")" ] || fail "the simulator lists a portal at $PORTAL_IP" "$reply"
+if vm_start again open-ondemand storage "$NET.12" 1024 "$scratch_disk $home_disk"; then
+    # The portal's NFS mount, from the portal's address (added to this VM for the test, with
+    # a local route whose source is that address: without it the kernel would send from this
+    # VM's own, compute-network, address). First the compute network's view: no state export.
+    out=$(vm_ssh again "mkdir -p /mnt/compute-state /mnt/portal-state; timeout 30 mount -t nfs4 $NET.12:/export/slurm /mnt/compute-state 2>&1 && echo compute-mounted; dev=\$(ip -o -4 addr show | awk '/ $NET.12\\//{print \$2}'); ip addr add $PORTAL_IP/32 dev \$dev && ip route replace local $PORTAL_IP dev \$dev table local proto kernel scope host src $PORTAL_IP && timeout 30 mount -t nfs4 $PORTAL_IP:/export/slurm /mnt/portal-state && cat /mnt/portal-state/munge.key; echo; cat /mnt/portal-state/state/job_state; touch /mnt/portal-state/written-as-root && ls -n /export/home/.one-hpc-state/slurm/written-as-root; umount /mnt/portal-state; exportfs -v | tr -s ' \t\n' ' '")
+    if grep -qx 'the cluster key' <<<"$out" && grep -qx 'the queue' <<<"$out" &&
+       grep -q ' 0 0 .*written-as-root' <<<"$out" && grep -q "/export/slurm $PORTAL_IP(.*mountpoint" <<<"$out"; then
+        pass "the replaced storage VM serves the same munge key and queue to the portal over NFS (root writes land on the disk; /export/slurm exported with mountpoint)"
+    else fail "the replaced storage VM serves the same munge key and queue to the portal over NFS" "$out"; fi
+    if ! grep -q compute-mounted <<<"$out" && grep -q 'No such file or directory' <<<"$out"; then
+        pass "a compute-network address is not served /export/slurm (NFSv4 hides it)"
+    else fail "a compute-network address is not served /export/slurm" "$out"; fi
+fi
 
 vm_report

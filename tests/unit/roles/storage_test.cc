@@ -108,6 +108,53 @@ class StorageTest : public ::testing::Test {
     return r;
   }
   std::string HomeHost() const { return m_.root + "/export/home"; }
+  // /export/slurm is the bind mount of the disk's .one-hpc-state/slurm, persisted as a unit.
+  void ExpectStateBindMount(const std::string& device) {
+    auto at = mounts_.FindByTarget(m_.root + "/export/slurm");
+    ASSERT_TRUE(at && at->has_value()) << "/export/slurm is not mounted";
+    EXPECT_EQ((*at)->source, device);
+    EXPECT_EQ((*at)->root, "/.one-hpc-state/slurm");
+    EXPECT_EQ((*at)->options, "bind");
+    std::string unit = m_.Read("/etc/systemd/system/export-slurm.mount");
+    EXPECT_THAT(unit, HasSubstr("What=/export/home/.one-hpc-state/slurm\n"));
+    EXPECT_THAT(unit, HasSubstr("Where=/export/slurm\n"));
+    EXPECT_THAT(unit, HasSubstr("RequiresMountsFor=/export/home\n"));
+    EXPECT_THAT(unit, HasSubstr("Options=bind\n"));
+    EXPECT_THAT(m_.Read("/etc/systemd/system/nfs-server.service.d/50-one-hpc-state.conf"),
+                HasSubstr("RequiresMountsFor=/export/slurm\n"));
+    EXPECT_TRUE(m_.Exists("/etc/systemd/system/local-fs.target.wants/export-slurm.mount"));
+    struct stat st {};
+    ASSERT_EQ(::stat((m_.root + "/export/home/.one-hpc-state").c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 07777, 0700u);
+  }
+  // A reboot without the mounts: the fake mounts are not real, so what the disk holds (the
+  // state directory) leaves the view with them.
+  void UnmountAll() {
+    mounts_.table.clear();
+    std::filesystem::remove_all(m_.root + "/export/home/.one-hpc-state");
+  }
+  // The home disk mounted at boot by export-home.mount, before configure runs.
+  void MountedAtBoot(const std::string& device) {
+    mounts_.table.push_back({device, HomeHost(), "ext4", "rw", "/"});
+  }
+  // cp -a and rm -r as the real tools would do them (the fake mounts are not real).
+  void RealCopyAndRemove() {
+    m_.runner.On({"cp", "-a", "--"}, [this](const Command& c) {
+      std::filesystem::copy(c.argv.at(3), c.argv.at(4), std::filesystem::copy_options::recursive);
+      return Exit(0);
+    });
+    m_.runner.On({"rm", "-r", "--one-file-system", "--"}, [this](const Command& c) {
+      std::filesystem::remove_all(c.argv.at(4));
+      return Exit(0);
+    });
+  }
+  size_t IndexOf(const std::string& prefix) const {
+    auto a = m_.runner.Argvs();
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (a[i].rfind(prefix, 0) == 0) return i;
+    }
+    return a.size();
+  }
   bool Ran(const std::string& prefix) const {
     for (const auto& a : m_.runner.Argvs()) {
       if (a.rfind(prefix, 0) == 0) return true;
@@ -219,9 +266,10 @@ TEST_F(StorageTest, BlankDiskIsFormattedMountedPersisted) {
   auto r = MustConfigure();
   EXPECT_EQ(disks_.writes, std::vector<std::string>{"/dev/vdb"});
   EXPECT_TRUE(Ran("mkfs.ext4 -F -q -L ood-home -E nodiscard -b 4096 /dev/vdb 261888"));
-  ASSERT_EQ(mounts_.table.size(), 1u);
+  ASSERT_EQ(mounts_.table.size(), 2u);  // the homes, then the Slurm state
   EXPECT_EQ(mounts_.table[0].source, "/dev/vdb");
   EXPECT_EQ(mounts_.table[0].target, HomeHost());
+  ExpectStateBindMount("/dev/vdb");
   std::string unit = m_.Read("/etc/systemd/system/export-home.mount");
   EXPECT_THAT(unit, HasSubstr("What=/dev/disk/by-uuid/aaaaaaaa-0000-0000-0000-000000000001\n"));
   EXPECT_THAT(unit, HasSubstr("Where=/export/home\n"));
@@ -246,7 +294,7 @@ TEST_F(StorageTest, RerunChangesNothing) {
   auto second = MustConfigure();
   EXPECT_TRUE(second.run->Changes().empty()) << second.run->plan.Render();
   EXPECT_EQ(disks_.writes.size(), 1u);
-  EXPECT_EQ(mounts_.mounts, 1);
+  EXPECT_EQ(mounts_.mounts, 2);
   for (size_t i = commands; i < m_.runner.commands().size(); ++i) {
     std::string a = log::QuoteArgv(m_.runner.commands()[i].argv);
     EXPECT_EQ(a.rfind("systemctl is-active", 0), 0u) << a;
@@ -258,9 +306,10 @@ TEST_F(StorageTest, LabelledDiskIsReusedNeverFormatted) {
   disks_.Blank("/dev/vdb");  // the label wins over a blank disk
   auto r = MustConfigure();
   EXPECT_FALSE(Ran("mkfs"));
-  ASSERT_EQ(mounts_.table.size(), 1u);
+  ASSERT_EQ(mounts_.table.size(), 2u);
   EXPECT_EQ(mounts_.table[0].source, "/dev/vdc");
   EXPECT_EQ(mounts_.table[0].fs_type, "ext4");
+  ExpectStateBindMount("/dev/vdc");
   EXPECT_THAT(m_.Read("/etc/systemd/system/export-home.mount"),
               HasSubstr("What=/dev/disk/by-uuid/cccccccc-0000-0000-0000-000000000000"));
 }
@@ -271,8 +320,9 @@ TEST_F(StorageTest, LabelledPartitionIsReused) {
   // The label anywhere wins, also on a partition of a partitioned disk.
   auto r = MustConfigure();
   EXPECT_FALSE(Ran("mkfs"));
-  ASSERT_EQ(mounts_.table.size(), 1u);
+  ASSERT_EQ(mounts_.table.size(), 2u);
   EXPECT_EQ(mounts_.table[0].source, "/dev/vdb1");
+  ExpectStateBindMount("/dev/vdb1");
 }
 
 TEST_F(StorageTest, ContextImageAttachedAsDiskIsSkipped) {
@@ -431,7 +481,7 @@ TEST_F(StorageTest, AnInterruptedFormatIsFinishedAtTheNextBoot) {
   EXPECT_EQ(disks_.writes, std::vector<std::string>{"/dev/vdb"});
   EXPECT_THAT(second.run->plan.Render(), HasSubstr("the format did not finish: finishing it"));
   EXPECT_FALSE(m_.Exists("/var/lib/one-hpc/home-mkfs.json"));
-  EXPECT_EQ(mounts_.mounts, 1);
+  EXPECT_EQ(mounts_.mounts, 2);  // the homes and the Slurm state
 }
 
 TEST_F(StorageTest, AHalfFormattedDiskWithoutThisVmsMarkerStaysRefused) {
@@ -448,7 +498,7 @@ TEST_F(StorageTest, CrashAfterMkfsBeforeMountConverges) {
   disks_.Fs("/dev/vdb", "ext4", "ood-home", "dddddddd-0000-0000-0000-000000000000");
   auto r = MustConfigure();
   EXPECT_FALSE(Ran("mkfs"));
-  ASSERT_EQ(mounts_.table.size(), 1u);
+  ASSERT_EQ(mounts_.table.size(), 2u);
   EXPECT_EQ(mounts_.table[0].source, "/dev/vdb");
   EXPECT_TRUE(m_.Exists("/etc/systemd/system/export-home.mount"));
 }
@@ -456,13 +506,108 @@ TEST_F(StorageTest, CrashAfterMkfsBeforeMountConverges) {
 TEST_F(StorageTest, CrashAfterMountBeforeUnitsConverges) {
   disks_.Blank("/dev/vdb");
   MustConfigure();
-  // Power loss: the mount is gone and the units were never written.
-  mounts_.table.clear();
+  // Power loss: the mounts are gone and the units were never written.
+  UnmountAll();
   std::filesystem::remove(m_.root + "/etc/systemd/system/export-home.mount");
   auto r = MustConfigure();
   EXPECT_EQ(disks_.writes.size(), 1u);  // formatted once
-  EXPECT_EQ(mounts_.mounts, 2);
+  EXPECT_EQ(mounts_.mounts, 4);
   EXPECT_TRUE(m_.Exists("/etc/systemd/system/export-home.mount"));
+}
+
+// ---- the Slurm state on the home disk (roles/disk/state_mount.h)
+
+TEST_F(StorageTest, TheRootDisksSlurmStateIsCopiedOntoTheDiskOnceWithNfsServerStopped) {
+  disks_.Fs("/dev/vdb", "ext4", "ood-home", "bbbbbbbb-0000-0000-0000-000000000000");
+  // What the portal kept in the root disk's /export/slurm before this version.
+  m_.Write("/export/slurm/munge.key", "the cluster's key\n");
+  m_.Write("/export/slurm/state/node_state", "nodes\n");
+  m_.active.insert("nfs-server.service");
+  RealCopyAndRemove();
+  auto r = MustConfigure();
+  const std::string state = "/export/home/.one-hpc-state/slurm";
+  EXPECT_EQ(m_.Read(state + "/munge.key"), "the cluster's key\n");
+  EXPECT_EQ(m_.Read(state + "/state/node_state"), "nodes\n");
+  EXPECT_FALSE(m_.Exists(state + ".migrating"));
+  ExpectStateBindMount("/dev/vdb");
+  // nfs-server stops before the copy (the portal waits), the copy is synced, then mounted
+  // over, and nfs-server runs again at the end.
+  const std::string host_state = m_.root + state;
+  size_t stop = IndexOf("systemctl --no-block stop nfs-server.service");
+  size_t cp = IndexOf("cp -a -- " + m_.root + "/export/slurm " + host_state + ".migrating");
+  size_t sync = IndexOf("sync -f " + host_state + ".migrating");
+  size_t start = IndexOf("systemctl --no-block start nfs-server.service");
+  size_t n = m_.runner.Argvs().size();
+  ASSERT_LT(stop, n);
+  ASSERT_LT(cp, n);
+  ASSERT_LT(sync, n);
+  ASSERT_LT(start, n);
+  EXPECT_LT(stop, cp);
+  EXPECT_LT(cp, sync);
+  EXPECT_LT(sync, start);
+  EXPECT_TRUE(m_.active.count("nfs-server.service"));
+  EXPECT_THAT(r.run->plan.Render(), HasSubstr("copy /export/slurm (2 entries) onto the ood-home "
+                                              "disk, /export/home/.one-hpc-state/slurm"));
+  // Once: the next run copies nothing and changes nothing.
+  size_t before = m_.runner.commands().size();
+  auto second = MustConfigure();
+  EXPECT_TRUE(second.run->Changes().empty()) << second.run->plan.Render();
+  for (size_t i = before; i < m_.runner.commands().size(); ++i) {
+    EXPECT_NE(m_.runner.commands()[i].argv[0], "cp");
+  }
+}
+
+TEST_F(StorageTest, TheDisksSlurmStateWinsOverTheRootDisksAndIsNeverCopiedAgain) {
+  // A replaced storage VM whose new root disk has an /export/slurm of its own, or a boot on
+  // which the bind mount did not come up: the disk's state is the state.
+  disks_.Fs("/dev/vdb", "ext4", "ood-home", "bbbbbbbb-0000-0000-0000-000000000000");
+  MountedAtBoot("/dev/vdb");
+  m_.Write("/export/home/.one-hpc-state/slurm/munge.key", "the disk's key\n");
+  m_.Write("/export/slurm/munge.key", "an old copy\n");
+  RealCopyAndRemove();
+  log::Capture logs;
+  auto r = MustConfigure();
+  EXPECT_FALSE(Ran("cp"));
+  EXPECT_EQ(m_.Read("/export/home/.one-hpc-state/slurm/munge.key"), "the disk's key\n");
+  ExpectStateBindMount("/dev/vdb");
+  EXPECT_TRUE(logs.Contains("the root disk's stay underneath, unused"));
+}
+
+TEST_F(StorageTest, AnInterruptedCopyIsStartedAgainFromTheRootDisk) {
+  disks_.Fs("/dev/vdb", "ext4", "ood-home", "bbbbbbbb-0000-0000-0000-000000000000");
+  MountedAtBoot("/dev/vdb");
+  m_.Write("/export/home/.one-hpc-state/slurm.migrating/munge.key", "half");
+  m_.Write("/export/slurm/munge.key", "the cluster's key\n");
+  RealCopyAndRemove();
+  MustConfigure();
+  EXPECT_TRUE(
+      Ran("rm -r --one-file-system -- " + m_.root + "/export/home/.one-hpc-state/slurm.migrating"));
+  EXPECT_LT(IndexOf("rm -r"), IndexOf("cp -a"));
+  EXPECT_EQ(m_.Read("/export/home/.one-hpc-state/slurm/munge.key"), "the cluster's key\n");
+}
+
+TEST_F(StorageTest, SomethingElseMountedOnTheSlurmStateIsRefused) {
+  disks_.Fs("/dev/vdb", "ext4", "ood-home", "bbbbbbbb-0000-0000-0000-000000000000");
+  mounts_.table.push_back({"tmpfs", m_.root + "/export/slurm", "tmpfs", "rw", "/"});
+  auto r = Configure();
+  ASSERT_FALSE(r.status);
+  EXPECT_EQ(r.status.error().kind, ErrorKind::kUnsafe);
+  EXPECT_THAT(r.status.error().message,
+              HasSubstr("/export/slurm has tmpfs (tmpfs) mounted on it, not the Slurm state of "
+                        "the ood-home disk"));
+  EXPECT_FALSE(m_.Exists(nfs::kExportsFile));
+}
+
+TEST_F(StorageTest, WithTheHomesOnTheRootDiskTheSlurmStateStaysThereAndThePlanSaysSo) {
+  auto r = MustConfigure(PlanMode::kDryRun);
+  EXPECT_THAT(r.run->plan.Render(),
+              HasSubstr("the Slurm state in /export/slurm on the root disk [keep]\n   because: no "
+                        "ood-home disk"));
+  disks_.Blank("/dev/vdb");
+  auto planned = MustConfigure(PlanMode::kDryRun);
+  EXPECT_THAT(planned.run->plan.Render(),
+              HasSubstr("bind-mount /export/home/.one-hpc-state/slurm on /export/slurm"));
+  EXPECT_EQ(mounts_.mounts, 0);
 }
 
 TEST_F(StorageTest, HomeDiskMissingLaterIsRefusedNotReplaced) {
@@ -470,7 +615,7 @@ TEST_F(StorageTest, HomeDiskMissingLaterIsRefusedNotReplaced) {
   MustConfigure();
   // The persistent disk is detached; the VM reboots with no disk, then with a new blank one.
   disks_.probes.clear();
-  mounts_.table.clear();
+  UnmountAll();
   for (bool with_blank : {false, true}) {
     SCOPED_TRACE(with_blank ? "a new blank disk" : "no disk");
     if (with_blank) disks_.Blank("/dev/vdc");
@@ -488,7 +633,7 @@ TEST_F(StorageTest, HomeDiskMissingLaterIsRefusedNotReplaced) {
   disks_.probes.clear();
   disks_.Fs("/dev/vdd", "ext4", "ood-home", "aaaaaaaa-0000-0000-0000-000000000001");
   MustConfigure();
-  ASSERT_EQ(mounts_.table.size(), 1u);
+  ASSERT_EQ(mounts_.table.size(), 2u);
   EXPECT_EQ(mounts_.table[0].source, "/dev/vdd");
 }
 
@@ -568,7 +713,7 @@ TEST(ExportsTest, Render) {
             "# portal (root, Slurm state): 10.1.0.5; compute network (root_squash): 10.1.0.0/24\n"
             "/export/home 10.1.0.5(rw,sync,no_subtree_check,no_root_squash,fsid=1,mountpoint) "
             "10.1.0.0/24(rw,sync,no_subtree_check,root_squash,fsid=1,mountpoint)\n"
-            "/export/slurm 10.1.0.5(rw,sync,no_subtree_check,no_root_squash,fsid=2)\n"
+            "/export/slurm 10.1.0.5(rw,sync,no_subtree_check,no_root_squash,fsid=2,mountpoint)\n"
             "/export/software 10.1.0.0/24(rw,sync,no_subtree_check,root_squash,fsid=3)\n");
   c.portal_ips.clear();
   c.home_on_disk = false;
@@ -784,6 +929,12 @@ TEST_F(StorageOneGateTest, TheHomeDiskIsTheDatablockOneGateNames) {
   EXPECT_EQ(disks_.writes, std::vector<std::string>{"/dev/vdc"});
   EXPECT_THAT(r.run->plan.Render(), HasSubstr("OpenNebula lists 3 disk(s) of VM"));
   EXPECT_THAT(r.run->plan.Render(), HasSubstr("persistent image 'ood-home'"));
+  // Two requests per configure: GET /vm for the NIC the template names `compute`, and one
+  // read of the extended service document for the disks and the portal's addresses (each
+  // asked for it before); the next configure reads them again.
+  EXPECT_EQ(client_->requests_sent(), 2);
+  MustConfigure();
+  EXPECT_EQ(client_->requests_sent(), 4);
 }
 
 TEST_F(StorageOneGateTest, PortalGetsRootOnlyOnItsComputeAddress) {

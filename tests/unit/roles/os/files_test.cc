@@ -298,4 +298,18 @@ TEST_F(FilesTest, RemoveAndList) {
 }
 
 }  // namespace
+TEST_F(FilesTest, RenameMovesADirectoryUnderTheRootAndRefusesDotDot) {
+  Files files(root_);
+  ASSERT_TRUE(files.WriteAtomic("/state/copy.tmp/key", "k", 0400));
+  ASSERT_TRUE(files.Rename("/state/copy.tmp", "/state/copy"));
+  EXPECT_FALSE(files.Exists("/state/copy.tmp"));
+  EXPECT_EQ(*files.Read("/state/copy/key"), "k");
+  auto missing = files.Rename("/state/copy.tmp", "/state/other");
+  ASSERT_FALSE(missing);
+  EXPECT_EQ(missing.error().kind, ErrorKind::kIo);
+  EXPECT_THAT(missing.error().message, HasSubstr(root_ + "/state/copy.tmp"));
+  EXPECT_FALSE(files.Rename("/state/copy", "/state/../escape"));
+  EXPECT_TRUE(files.Exists("/state/copy/key"));
+}
+
 }  // namespace onehpc

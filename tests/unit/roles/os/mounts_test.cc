@@ -61,6 +61,17 @@ TEST_F(MountsTest, FindByTarget) {
   EXPECT_EQ((*nfs)->target, "/home");
 }
 
+TEST_F(MountsTest, TheRootOfABindMountIsItsSubdirectory) {
+  LibmountMounts mounts(mountinfo_);
+  auto bind = mounts.FindByTarget("/srv/bind");
+  ASSERT_TRUE(bind && bind->has_value());
+  EXPECT_EQ((*bind)->source, "/dev/vdb");
+  EXPECT_EQ((*bind)->root, "/sub");
+  auto whole = mounts.FindByTarget("/");
+  ASSERT_TRUE(whole && whole->has_value());
+  EXPECT_EQ((*whole)->root, "/");
+}
+
 TEST_F(MountsTest, FindByTargetReturnsTheTopOfStackedMounts) {
   LibmountMounts mounts(mountinfo_);
   auto top = mounts.FindByTarget("/export/home");
