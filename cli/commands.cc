@@ -203,8 +203,10 @@ int CmdConfigure(const CommonOptions& options, const std::string& entry, bool dr
   if (dry_run) {
     std::cout << "Plan for role " << (outcome.role.empty() ? "(unknown)" : outcome.role)
               << " (context: " << request.context.origin
-              << ", root: " << (options.root.empty() ? "/" : options.root) << ")\n\n"
-              << outcome.plan.Render();
+              << ", root: " << (options.root.empty() ? "/" : options.root) << ")\n\n";
+    for (const auto& warning : outcome.warnings) std::cout << "warning: " << warning << "\n";
+    if (!outcome.warnings.empty()) std::cout << "\n";
+    std::cout << outcome.plan.Render();
     if (outcome.exit_code != kExitOk) {
       std::cout << "\nThe plan stops here: " << outcome.error << "\n";
     }

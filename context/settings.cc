@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <regex>
@@ -457,6 +459,58 @@ nlohmann::json Settings::ToJson(bool show_secrets) const {
                       {"type", ToString(spec.type)}};
   }
   return out;
+}
+
+namespace {
+
+// Edit distance with adjacent transpositions (optimal string alignment): a missing, extra,
+// wrong or swapped character counts one.
+size_t TypoDistance(std::string_view a, std::string_view b) {
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+      }
+    }
+  }
+  return d[a.size()][b.size()];
+}
+
+}  // namespace
+
+std::vector<std::string> UnknownSettingWarnings(const std::vector<SettingSpec>& known,
+                                                const ContextVars& vars) {
+  constexpr std::string_view kPrefix = "ONEAPP_";
+  std::set<std::string> names;
+  for (const auto& spec : known) names.insert(spec.name);
+  std::vector<std::string> warnings;
+  for (const auto& [name, value] : vars) {  // a std::map: sorted by name
+    (void)value;
+    if (name.compare(0, kPrefix.size(), kPrefix) != 0 || names.count(name) > 0) continue;
+    std::string closest;
+    size_t best = SIZE_MAX;
+    for (const auto& candidate : names) {
+      if (candidate.compare(0, kPrefix.size(), kPrefix) != 0) continue;
+      const size_t d = TypoDistance(name, candidate);
+      if (d < best) best = d, closest = candidate;
+    }
+    // Near enough to be the one meant: about one slip in five characters of the part after
+    // ONEAPP_, at least 2 (ONEAPP_SLURM_MAX_NODE, ONEAPP_SLRUM_PARTITION).
+    const size_t allowed = std::max<size_t>(2, (name.size() - kPrefix.size()) / 5);
+    warnings.push_back(
+        best <= allowed
+            ? fmt::format("{} is not a setting of one-hpc and is ignored: did you mean {}?", name,
+                          closest)
+            : fmt::format("{} is not a setting of one-hpc and is ignored (no known setting is "
+                          "close; `one-hpc settings --all` lists them)",
+                          name));
+  }
+  return warnings;
 }
 
 std::string SettingsMarkdownTable(const std::vector<SettingSpec>& specs) {

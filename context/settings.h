@@ -96,6 +96,13 @@ class Settings {
   std::map<std::string, Value> values_;
 };
 
+/// One warning for each ONEAPP_* variable of `vars` that no spec of `known` names (a typo such
+/// as ONEAPP_SLURM_MAX_NODE is otherwise ignored without a word), naming the closest known
+/// setting when one is near enough to be the one meant. Values are never shown (the typo may be
+/// of a password's name). Sorted by variable name.
+std::vector<std::string> UnknownSettingWarnings(const std::vector<SettingSpec>& known,
+                                                const ContextVars& vars);
+
 /// Renders a Markdown table (Variable | Roles | Type | Default | Description) of specs.
 std::string SettingsMarkdownTable(const std::vector<SettingSpec>& specs);
 

@@ -148,6 +148,9 @@ ConfigureOutcome RunConfigure(const ConfigureRequest& request, SystemAdapters& s
     if (!erased) log::Warn("could not erase a stale READY: {}", erased.error().message);
   }
 
+  outcome.warnings = UnknownSettingWarnings(AllSettings(), request.context.vars);
+  for (const auto& warning : outcome.warnings) log::Warn("{}", warning);
+
   auto resolved =
       ResolveRole(request.context.vars, onegate.get(), request.make_role, &outcome.role);
   if (!resolved) return fail(resolved.error());

@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/clock.h"
 #include "context/context_file.h"
@@ -49,6 +50,8 @@ struct ConfigureOutcome {
   int exit_code = kExitOk;
   std::string role;
   std::string error;  ///< the full error message when the run failed
+  /// ONEAPP_* variables no role reads (UnknownSettingWarnings), also logged as warnings.
+  std::vector<std::string> warnings;
   Plan plan{PlanMode::kApply};
 };
 

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <functional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -33,19 +34,40 @@ Status Run(RoleEnv& env, std::vector<std::string> argv, Duration timeout) {
 // it): the portal's writes wait on its hard mount, the copy is of a state nobody changes, and
 // no export keeps pointing at the directory underneath. Configure starts it again.
 Status StopNfsServer(RoleEnv& env, const StateMountOptions& options) {
-  auto active = env.systemd.IsActive(kNfsServer);
-  if (!active) return Fail(active.error());
-  if (!*active) return Ok();
   log::Info("storage: stopping {} while the Slurm state moves onto the disk (the portal waits)",
             kNfsServer);
   if (auto s = env.systemd.StopNoBlock(kNfsServer); !s) return s;
   return env.systemd.WaitInactive(kNfsServer, options.nfs_stop_timeout, env.clock);
 }
 
+// What stopped nfs-server for a change under /export/slurm that then failed: the state
+// underneath is still whole (nothing was renamed or mounted over it), so the portal gets its
+// export back now instead of waiting on its hard mount until the next configure.
+Status StartNfsServerAfter(RoleEnv& env, Status failed) {
+  if (failed) return failed;
+  log::Warn(
+      "storage: starting {} again: the Slurm state did not move ({}); the portal is served "
+      "the state it had",
+      kNfsServer, failed.error().message);
+  if (auto s = env.systemd.StartNoBlock(kNfsServer); !s) {
+    log::Error("storage: cannot start {} again: {}", kNfsServer, s.error().message);
+  }
+  return failed;
+}
+
+// nfs-server stopped around `change`, started again when the change fails.
+Status WithNfsServerStopped(RoleEnv& env, const StateMountOptions& options,
+                            const std::function<Status()>& change) {
+  auto active = env.systemd.IsActive(kNfsServer);
+  if (!active) return Fail(active.error());
+  if (!*active) return change();
+  if (auto s = StopNfsServer(env, options); !s) return StartNfsServerAfter(env, s);
+  return StartNfsServerAfter(env, change());
+}
+
 // The root-disk /export/slurm copied onto the disk, into a temporary directory renamed into
 // place once complete and synced.
 Status CopyOntoDisk(RoleEnv& env, const StateMountOptions& options) {
-  if (auto s = StopNfsServer(env, options); !s) return s;
   const std::string migrating = env.files.HostPath(kMigrating);
   if (env.files.Exists(kMigrating)) {
     // Ours: our name, inside our root-only directory. What an interrupted copy left.
@@ -158,7 +180,9 @@ Status EnsureSlurmStateOnHomeDisk(RoleEnv& env, const StateMountOptions& options
         "the Slurm state, the munge key and the accounting dumps belong with the homes: a "
         "replaced storage VM finds them (nfs-server is stopped during the copy; the root "
         "disk's copy stays underneath)",
-        [&] { return CopyOntoDisk(env, options); });
+        [&] {
+          return WithNfsServerStopped(env, options, [&] { return CopyOntoDisk(env, options); });
+        });
     if (!s) return s;
   } else {
     if (auto s = EnsureDirectory(env, kSlurmStateOnDisk, 0755, FileOwner{"root", "root"},
@@ -170,9 +194,10 @@ Status EnsureSlurmStateOnHomeDisk(RoleEnv& env, const StateMountOptions& options
   }
   auto s = env.plan.Do("bind-mount " + std::string(kSlurmStateOnDisk) + " on " + ood::kSlurmExport,
                        "the portal's state export is the disk's copy", [&]() -> Status {
-                         if (auto stop = StopNfsServer(env, options); !stop) return stop;
-                         return env.mounts.Mount(MountEntry{env.files.HostPath(kSlurmStateOnDisk),
-                                                            where, "", "bind", ""});
+                         return WithNfsServerStopped(env, options, [&] {
+                           return env.mounts.Mount(MountEntry{env.files.HostPath(kSlurmStateOnDisk),
+                                                              where, "", "bind", ""});
+                         });
                        });
   if (!s) return s;
   return EnsureUnits(env);

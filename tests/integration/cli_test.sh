@@ -65,6 +65,11 @@ mkdir -p "$tmp/root"
 expect_out plan-sample "Plan for role"
 if [ -n "$(find "$tmp/root" -type f)" ]; then fails=$((fails+1)); echo "FAIL plan wrote files:"; find "$tmp/root" -type f; else passes=$((passes+1)); fi
 
+# A typo in the context is not ignored silently: plan (and configure) name the closest setting.
+printf "ONEAPP_ROLE='controller'\nONEAPP_SLURM_MAX_NODE='5'\n" >"$tmp/typo.sh"
+"$BIN" plan --context "$tmp/typo.sh" --root "$tmp/root" >"$tmp/out" 2>"$tmp/err"
+expect_out plan-typo "warning: ONEAPP_SLURM_MAX_NODE is not a setting of one-hpc and is ignored: did you mean ONEAPP_SLURM_MAX_NODES?"
+
 # --root never touches this machine: a storage configure under a root looks at no block device
 # (they are this machine's) and stops at the first runtime operation instead of running it.
 mkdir -p "$tmp/sroot/etc/systemd/system"

@@ -369,6 +369,33 @@ TEST_F(SettingsTest, TypeNames) {
   EXPECT_STREQ(ToString(SettingType::kList), "list");
 }
 
+// ---- typos in the context
+
+TEST_F(SettingsTest, AnUnknownOneappVariableIsNamedWithTheClosestKnownSetting) {
+  std::vector<SettingSpec> known = {Int("ONEAPP_SLURM_MAX_NODES", 1, 64),
+                                    Of("ONEAPP_SLURM_PARTITION", SettingType::kString),
+                                    Bool("REPORT_READY")};
+  auto warnings = UnknownSettingWarnings(known, {{"ONEAPP_SLURM_MAX_NODE", "5"},
+                                                 {"ONEAPP_SLRUM_PARTITION", "hpc"},
+                                                 {"ONEAPP_SLURM_MAX_NODES", "4"},
+                                                 {"ONEAPP_COMPLETELY_ELSE", "x"},
+                                                 {"ETH0_IP", "10.0.0.1"},
+                                                 {"REPORT_READY", "YES"}});
+  EXPECT_THAT(
+      warnings,
+      ElementsAre("ONEAPP_COMPLETELY_ELSE is not a setting of one-hpc and is ignored (no known "
+                  "setting is close; `one-hpc settings --all` lists them)",
+                  "ONEAPP_SLRUM_PARTITION is not a setting of one-hpc and is ignored: did you "
+                  "mean ONEAPP_SLURM_PARTITION?",
+                  "ONEAPP_SLURM_MAX_NODE is not a setting of one-hpc and is ignored: did you "
+                  "mean ONEAPP_SLURM_MAX_NODES?"));
+  // Names only: the value of a misspelt password never reaches the log.
+  auto secret = UnknownSettingWarnings(known, {{"ONEAPP_SLURM_PASWORD", "hunter2hunter2"}});
+  ASSERT_EQ(secret.size(), 1u);
+  EXPECT_THAT(secret[0], Not(HasSubstr("hunter2")));
+  EXPECT_THAT(UnknownSettingWarnings(known, {{"ONEAPP_SLURM_MAX_NODES", "4"}}), IsEmpty());
+}
+
 // ---- programming errors -----------------------------------------------------------------
 
 TEST(SettingsDeathTest, UnknownNameAborts) {

@@ -557,6 +557,34 @@ TEST_F(StorageTest, TheRootDisksSlurmStateIsCopiedOntoTheDiskOnceWithNfsServerSt
   }
 }
 
+TEST_F(StorageTest, AFailedCopyStartsNfsServerAgainWithTheRootDisksStateWhole) {
+  disks_.Fs("/dev/vdb", "ext4", "ood-home", "bbbbbbbb-0000-0000-0000-000000000000");
+  m_.Write("/export/slurm/munge.key", "the cluster's key\n");
+  m_.active.insert("nfs-server.service");
+  RealCopyAndRemove();
+  m_.runner.On({"cp", "-a", "--"}, [](const Command&) {
+    return Exit(1, "", "cp: error writing: No space left on device");
+  });
+  log::Capture logs;
+  auto r = Configure();
+  ASSERT_FALSE(r.status);
+  EXPECT_THAT(r.status.error().message, HasSubstr("No space left on device"));
+  // Stopped for the copy, started again once it failed: the portal keeps its export of the
+  // root disk's state, which nothing moved or hid.
+  EXPECT_LT(IndexOf("systemctl --no-block stop nfs-server.service"),
+            IndexOf("systemctl --no-block start nfs-server.service"));
+  EXPECT_TRUE(m_.active.count("nfs-server.service"));
+  EXPECT_TRUE(logs.Contains("starting nfs-server.service again"));
+  EXPECT_EQ(m_.Read("/export/slurm/munge.key"), "the cluster's key\n");
+  EXPECT_FALSE(m_.Exists("/export/home/.one-hpc-state/slurm"));
+  for (const auto& m : mounts_.table) EXPECT_NE(m.target, m_.root + "/export/slurm");
+  // The next run, with room on the disk, copies it.
+  RealCopyAndRemove();
+  MustConfigure();
+  EXPECT_EQ(m_.Read("/export/home/.one-hpc-state/slurm/munge.key"), "the cluster's key\n");
+  ExpectStateBindMount("/dev/vdb");
+}
+
 TEST_F(StorageTest, TheDisksSlurmStateWinsOverTheRootDisksAndIsNeverCopiedAgain) {
   // A replaced storage VM whose new root disk has an /export/slurm of its own, or a boot on
   // which the bind mount did not come up: the disk's state is the state.
