@@ -22,7 +22,7 @@ DEPS_BUILD := cmake g++ make pkg-config libcurl4-openssl-dev nlohmann-json3-dev 
   clang-format
 DEPS_TEST := util-linux e2fsprogs xfsprogs dosfstools fdisk cryptsetup-bin lvm2 systemd \
   iproute2 procps nfs-kernel-server python3 python3-jsonschema shellcheck packer openssh-client \
-  mariadb-server mariadb-client squid
+  mariadb-server mariadb-client squid lintian man-db
 DEPS_LAB := systemd-container debootstrap munge slurmctld slurmd slurm-client
 DEPS := $(DEPS_BUILD) $(DEPS_TEST) $(DEPS_LAB)
 

@@ -16,7 +16,8 @@ if ! command -v shellcheck >/dev/null; then
 fi
 
 scripts=("$SRC"/tests/lab/*.sh "$SRC"/tests/bench/*.sh
-         "$SRC"/install/debian/postinst "$SRC"/install/debian/prerm
+         "$SRC"/install/debian/preinst "$SRC"/install/debian/postinst
+         "$SRC"/install/debian/prerm "$SRC"/install/debian/postrm
          "$SRC"/image-build/*.sh "$SRC"/image-build/base/context-lite
          "$SRC"/tests/integration/*.sh)
 checked=0
