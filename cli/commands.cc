@@ -34,6 +34,7 @@
 #include "roles/slurm/munge.h"
 #include "roles/slurm/reconcile.h"
 #include "roles/slurm/self_drain.h"
+#include "roles/status.h"
 
 namespace onehpc {
 namespace {
@@ -348,6 +349,38 @@ int CmdReconcile(const CommonOptions& options) {
   RealProcessRunner runner;
   ReconcileOptions reconcile;
   return ReconcileExitCode(RunReconcile(reconcile, **onegate, runner, SystemClock()));
+}
+
+int CmdStatus(const CommonOptions& options, bool json) {
+  // The dry-run cycle logs a line per node: the table says it; keep stderr for trouble.
+  log::Options quiet = log::DetectOptions();
+  if (quiet.min_level < log::Level::kWarn) quiet.min_level = log::Level::kWarn;
+  log::Init(quiet);
+  Files files(options.root);
+  RealProcessRunner runner;
+  CurlTransport http;
+  StatusInputs inputs;
+  inputs.query_machine = options.root.empty();
+  std::unique_ptr<OneGateClient> onegate;
+  auto context = LoadForCommand(options, false);
+  if (!context) {
+    inputs.onegate_why = "cannot read the VM's context: " + context.error().message;
+  } else if (auto client = OneGateFor(*context, http); !client) {
+    inputs.onegate_why = "OneGate is not configured: " + client.error().message;
+  } else {
+    onegate = std::move(*client);
+    inputs.onegate = onegate.get();
+    if (auto it = context->vars.find("VMID"); it != context->vars.end()) {
+      inputs.own_vm_id = std::atoi(it->second.c_str());
+    }
+  }
+  StatusReport report = CollectStatus(inputs, files, runner, SystemClock());
+  if (json) {
+    std::cout << StatusJson(report).dump(2) << "\n";
+  } else {
+    std::cout << RenderStatus(report);
+  }
+  return StatusExitCode(report);
 }
 
 int CmdSelfDrain(const CommonOptions& options) {

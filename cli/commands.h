@@ -24,6 +24,8 @@ int CmdConfigure(const CommonOptions& options, const std::string& entry, bool dr
 int CmdSettings(const CommonOptions& options, const SettingsOutput& output);
 int CmdContext(const CommonOptions& options, bool json, bool show_secrets);
 int CmdReconcile(const CommonOptions& options);
+/// `one-hpc status [--json]`: roles/status.h; exit 0 when all is well, 1 otherwise.
+int CmdStatus(const CommonOptions& options, bool json);
 int CmdSelfDrain(const CommonOptions& options);
 int CmdFollow(const CommonOptions& options);
 /// A new munge key for the cluster (controller or portal).

@@ -113,6 +113,14 @@ int Main(int argc, char** argv) {
   context->add_flag("--json", json, "JSON object of NAME: value");
   context->add_flag("--show-secrets", show_secrets, "Show secret values instead of masking them");
 
+  auto* status = app.add_subcommand(
+      "status",
+      "What this VM is and how it is doing: the role, the last configure, READY and ERROR in "
+      "OneGate, the units one-hpc manages, and on a controller or portal the Slurm nodes as "
+      "the reconciler sees them; changes nothing; exit 1 when something is wrong");
+  add_common(status, true);
+  status->add_flag("--json", json, "JSON output, for scripts");
+
   auto* version = app.add_subcommand("version", "Print the version");
 
   auto* reconcile =
@@ -215,6 +223,7 @@ int Main(int argc, char** argv) {
     return kExitOk;
   }
   if (*reconcile) return CmdReconcile(options);
+  if (*status) return CmdStatus(options, json);
   if (*self_drain) return CmdSelfDrain(options);
   if (*follow) return CmdFollow(options);
   if (*key_serve) return CmdKeyServe(options);

@@ -1,5 +1,6 @@
 #include "roles/configure.h"
 
+#include <ctime>
 #include <nlohmann/json.hpp>
 
 #include "common/log.h"
@@ -10,6 +11,16 @@
 namespace onehpc {
 namespace {
 
+// Now, UTC, ISO 8601 to the second ("2026-12-02T10:30:00Z").
+std::string UtcNow() {
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char text[32];
+  std::strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return text;
+}
+
 void WriteStatus(SystemAdapters& sys, const ConfigureRequest& request,
                  const ConfigureOutcome& outcome) {
   nlohmann::json status = {
@@ -18,6 +29,7 @@ void WriteStatus(SystemAdapters& sys, const ConfigureRequest& request,
       {"role", outcome.role},
       {"entry", request.entry},
       {"error", outcome.error},
+      {"finished", UtcNow()},
   };
   Status written = sys.files.WriteAtomic(kStatusFile, status.dump(2) + "\n", 0644);
   if (!written)

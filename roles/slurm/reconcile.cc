@@ -112,7 +112,15 @@ ReconcileDecision DecideNode(const slurm::SlurmNode& node, const std::set<std::s
 }
 
 Result<std::set<std::string>> PublishedNodeNames(const ServiceInfo& service) {
+  auto publishers = NodePublishers(service);
+  if (!publishers) return Fail(publishers.error());
   std::set<std::string> names;
+  for (const auto& [name, vm] : *publishers) names.insert(name);
+  return names;
+}
+
+Result<std::map<std::string, std::string>> NodePublishers(const ServiceInfo& service) {
+  std::map<std::string, std::string> names;
   for (const auto& role : service.roles) {
     for (const auto& node : role.nodes) {
       if (!node.vm) {
@@ -138,7 +146,9 @@ Result<std::set<std::string>> PublishedNodeNames(const ServiceInfo& service) {
       size_t b = name.find_first_not_of(" \t\r\n");
       if (b == std::string::npos) continue;
       name = name.substr(b, name.find_last_not_of(" \t\r\n") - b + 1);
-      names.insert(name);
+      const std::string& vm_name = node.vm_name.empty() ? node.vm->name : node.vm_name;
+      names.emplace(
+          name, "VM " + std::to_string(node.vm_id) + (vm_name.empty() ? "" : " (" + vm_name + ")"));
     }
   }
   return names;
@@ -160,8 +170,11 @@ Result<ReconcileReport> RunReconcile(const ReconcileOptions& options, OneGateCli
   if (!service) {
     return skip("OneGate GET /service?extended=true failed: " + service.error().message);
   }
-  auto published = PublishedNodeNames(*service);
-  if (!published) return skip(published.error().message);
+  auto publishers = NodePublishers(*service);
+  if (!publishers) return skip(publishers.error().message);
+  std::set<std::string> names;
+  for (const auto& [name, vm] : *publishers) names.insert(name);
+  const std::set<std::string>* published = &names;
   report.published_names = static_cast<int>(published->size());
   if (published->empty()) {
     return skip("no VM of the service has published " + std::string(slurm::kAttrNodeName) + " yet");
@@ -189,6 +202,7 @@ Result<ReconcileReport> RunReconcile(const ReconcileOptions& options, OneGateCli
   for (const auto& node : *nodes) {
     auto it = jobs->find(node.name);
     ReconcileDecision d = DecideNode(node, *published, it == jobs->end() ? kNoJobs : it->second);
+    if (auto vm = publishers->find(node.name); vm != publishers->end()) d.vm = vm->second;
     bool acts = d.action == Action::kDelete || d.action == Action::kDrain;
     if (acts && clock.Now() - start > options.budget) {
       d.action = Action::kSkipped;

@@ -14,6 +14,7 @@
 #ifndef ONEHPC_ROLES_SLURM_RECONCILE_H_
 #define ONEHPC_ROLES_SLURM_RECONCILE_H_
 
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -52,6 +53,7 @@ struct ReconcileDecision {
   std::string state;
   Action action = Action::kKeepPublished;
   std::string reason;  ///< why (one log line)
+  std::string vm;      ///< the VM that publishes the node's name ("VM 12 (worker_0)"), or ""
   bool ok = true;      ///< false when the change failed
   std::string error;
 };
@@ -79,6 +81,8 @@ ReconcileDecision DecideNode(const slurm::SlurmNode& node, const std::set<std::s
 /// some node carries no VM details (compact view or a lookup failure on the front-end): the
 /// cycle cannot know whether that VM publishes a name, so it must not act.
 Result<std::set<std::string>> PublishedNodeNames(const ServiceInfo& service);
+/// The same, with the VM that publishes each name ("VM 12 (worker_0)").
+Result<std::map<std::string, std::string>> NodePublishers(const ServiceInfo& service);
 
 /// One reconcile cycle; logs one line per decision with its reason and a summary line.
 /// Returns an error only when Slurm's state cannot be read (slurmctld down, squeue failed);

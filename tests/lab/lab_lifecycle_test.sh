@@ -180,6 +180,20 @@ phase1_up() {
     check "srun -N2 hostname runs on both workers" eq "$out" "$(printf '%s\n' "$(node w1)" "$(node w2)" | sort | paste -sd' ')"
     timing "1: service up (3 VMs booted+configured, srun)" "$(_bl_dt "$t0" "$(_bl_now)")"
 
+    # `one-hpc status` on the real controller: the role, the configure, READY, the managed
+    # units, both nodes as the reconciler sees them (kept: published), at the stated cost.
+    local status_rc=0
+    out=$(ctl one-hpc status 2>&1) || status_rc=$?
+    check "one-hpc status on the controller exits 0" eq "$status_rc" 0 || printf '%s\n' "$out" | sed 's/^/    | /'
+    check "status: role controller (OneSlurm)" contains "$out" "role:            controller (OneSlurm)"
+    check "status: the last configure succeeded" contains "$out" "last configure:  success (exit 0"
+    check "status: READY=YES in OneGate" contains "$out" "READY=YES"
+    check "status: the reconcile timer and its next run" contains "$out" "oneslurm-reconcile.timer"
+    for n in w1 w2; do
+        check "status: $(node "$n") kept, published by VM ${VMID[$n]}" contains "$out" "VM ${VMID[$n]} ("
+    done
+    check "status: one OneGate request and the reconciler's 2 Slurm reads" contains "$out" "cost: 1 OneGate request, 2 Slurm calls"
+
     # The shipped schedule (no drop-in on this controller yet).
     local timers next boot since
     timers=$(ctl systemctl show -p TimersMonotonic --value oneslurm-reconcile.timer)

@@ -1,0 +1,343 @@
+#include "roles/status.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <sstream>
+
+#include "common/log.h"
+#include "roles/configure.h"
+#include "roles/dispatcher.h"
+#include "roles/names.h"
+#include "roles/role_change.h"
+
+namespace onehpc {
+namespace {
+
+using Action = ReconcileDecision::Action;
+
+constexpr char kConfigureUnit[] = "one-hpc-configure.service";
+constexpr char kShownProperties[] =
+    "--property=Id,ActiveState,SubState,Result,ExecMainStatus,LastTriggerUSec,"
+    "NextElapseUSecRealtime";
+
+bool EndsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// What systemctl prints for "never" or "not scheduled".
+std::string Timestamp(const std::string& value) {
+  if (value.empty() || value == "n/a" || value == "0") return "";
+  return value;
+}
+
+// `systemctl show` prints one block of KEY=VALUE lines per unit, blocks separated by a blank
+// line, in the order asked.
+std::vector<UnitStatus> ParseShow(const std::string& out) {
+  std::vector<UnitStatus> units;
+  UnitStatus current;
+  bool any = false;
+  auto flush = [&] {
+    if (any && !current.unit.empty()) units.push_back(current);
+    current = UnitStatus{};
+    any = false;
+  };
+  std::istringstream in(out);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) {
+      flush();
+      continue;
+    }
+    size_t eq = line.find('=');
+    if (eq == std::string::npos) continue;
+    std::string key = line.substr(0, eq), value = line.substr(eq + 1);
+    any = true;
+    if (key == "Id") current.unit = value;
+    if (key == "ActiveState") current.active = value;
+    if (key == "SubState") current.sub = value;
+    if (key == "Result") current.result = value;
+    if (key == "ExecMainStatus") current.exit_status = value;
+    if (key == "LastTriggerUSec") current.last_run = Timestamp(value);
+    if (key == "NextElapseUSecRealtime") current.next_run = Timestamp(value);
+  }
+  flush();
+  return units;
+}
+
+// one-hpc-configure.service, then what the last configure enabled; a timer brings its
+// service (the result of the last run is the service's).
+std::vector<std::string> ManagedUnits(const std::vector<std::string>& enabled) {
+  std::vector<std::string> units{kConfigureUnit};
+  auto add = [&](const std::string& unit) {
+    if (std::find(units.begin(), units.end(), unit) == units.end()) units.push_back(unit);
+  };
+  for (const auto& unit : enabled) {
+    add(unit);
+    if (EndsWith(unit, ".timer")) add(unit.substr(0, unit.size() - 6) + ".service");
+  }
+  return units;
+}
+
+const char* ActionName(Action action) {
+  switch (action) {
+    case Action::kKeepPublished:
+    case Action::kKeepResponding:
+    case Action::kKeepDrained:
+      return "keep";
+    case Action::kDelete:
+      return "delete";
+    case Action::kDrain:
+      return "drain";
+    case Action::kSkipped:
+      return "skip";
+  }
+  return "?";
+}
+
+}  // namespace
+
+StatusReport CollectStatus(const StatusInputs& inputs, const Files& files, ProcessRunner& runner,
+                           Clock& clock) {
+  StatusReport report;
+  std::vector<std::string> enabled;
+  if (auto record = ReadRoleRecord(files); !record) {
+    report.last_run_problem = record.error().message;
+  } else if (record->has_value()) {
+    report.role = (*record)->role;
+    enabled = (*record)->units;
+  }
+
+  if (auto text = files.ReadIfExists(kStatusFile); !text) {
+    report.last_run_problem = text.error().message;
+  } else if (text->has_value()) {
+    auto j = nlohmann::json::parse(**text, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object()) {
+      report.last_run_problem = std::string(kStatusFile) + " is not a JSON object";
+    } else {
+      StatusReport::LastRun last;
+      last.result = j.value("result", "");
+      last.exit_code = j.value("exit_code", 0);
+      last.entry = j.value("entry", "");
+      last.error = j.value("error", "");
+      last.finished = j.value("finished", "");
+      if (report.role.empty()) report.role = j.value("role", "");
+      report.last_run = last;
+    }
+  }
+  if (!report.role.empty()) {
+    if (auto role = MakeRole(report.role)) report.service = role->Service();
+  }
+
+  // One OneGate request: the service document on a controller or a portal (the reconciler's
+  // cycle below reads the same one), the VM's own document elsewhere.
+  const bool reconciles = report.role == slurm::kControllerRole || report.role == ood::kPortalRole;
+  report.machine_queried = inputs.query_machine;
+  if (inputs.onegate == nullptr) {
+    report.onegate_problem = inputs.onegate_why;
+  } else {
+    OneGateClient& onegate = *inputs.onegate;
+    OneGateClient::OneServiceRead one_read(onegate);
+    const int before = onegate.requests_sent();
+    auto take = [&](const VmInfo& vm) {
+      report.onegate_read = true;
+      if (auto it = vm.user_template.find(kAttrReady); it != vm.user_template.end()) {
+        report.ready = it->second;
+      }
+      if (auto it = vm.user_template.find("ERROR"); it != vm.user_template.end()) {
+        report.error = it->second;
+      }
+    };
+    if (reconciles) {
+      auto service = onegate.GetService(true);
+      if (!service) {
+        report.onegate_problem = service.error().message;
+      } else {
+        bool found = false;
+        for (const auto& role : service->roles) {
+          for (const auto& node : role.nodes) {
+            if (node.vm_id == inputs.own_vm_id && node.vm) {
+              take(*node.vm);
+              found = true;
+            }
+          }
+        }
+        if (!found) {
+          report.onegate_problem =
+              "this VM (" + std::to_string(inputs.own_vm_id) + ") is not in the service document";
+        }
+      }
+    } else {
+      auto vm = onegate.GetVm();
+      if (!vm) {
+        report.onegate_problem = vm.error().message;
+      } else {
+        take(*vm);
+      }
+    }
+    if (reconciles && inputs.query_machine) {
+      ReconcileOptions options = inputs.reconcile;
+      options.dry_run = true;
+      auto cycle = RunReconcile(options, onegate, runner, clock);
+      if (!cycle) {
+        report.reconcile_problem = cycle.error().message;
+      } else {
+        report.slurm_calls += cycle->slurm_calls;
+        report.reconcile = std::move(*cycle);
+      }
+    }
+    report.onegate_requests = onegate.requests_sent() - before;
+  }
+  if (!reconciles) {
+    // nothing: workers and storage VMs run no reconciler
+  } else if (!inputs.query_machine) {
+    report.reconcile_problem = "not asked under --root (Slurm is this machine's)";
+  } else if (inputs.onegate == nullptr) {
+    report.reconcile_problem = "no OneGate: " + inputs.onegate_why;
+  }
+
+  if (!inputs.query_machine) {
+    report.units_problem = "not asked under --root (systemd is this machine's)";
+  } else {
+    Command show;
+    show.argv = {"systemctl", "show", kShownProperties, "--"};
+    for (const auto& unit : ManagedUnits(enabled)) show.argv.push_back(unit);
+    show.timeout = Duration(10000);
+    auto shown = RunChecked(runner, show);
+    if (!shown) {
+      report.units_problem = shown.error().message;
+    } else {
+      report.units = ParseShow(shown->out);
+    }
+  }
+  return report;
+}
+
+std::string RenderStatus(const StatusReport& r) {
+  std::string out;
+  auto line = [&](const std::string& text) { out += text + "\n"; };
+  line(fmt::format("role:            {}",
+                   r.role.empty() ? "unknown (no configure has recorded one)"
+                                  : r.role + (r.service.empty() ? "" : " (" + r.service + ")")));
+  if (r.last_run) {
+    const auto& l = *r.last_run;
+    line(fmt::format("last configure:  {} (exit {}, entry {}){}", l.result, l.exit_code, l.entry,
+                     l.finished.empty() ? "" : ", finished " + l.finished));
+    if (!l.error.empty()) line("  error:         " + l.error);
+  } else {
+    line("last configure:  none since boot" +
+         (r.last_run_problem.empty() ? std::string() : " (" + r.last_run_problem + ")"));
+  }
+  if (r.onegate_read) {
+    line(fmt::format("OneGate:         READY={} ERROR={}", r.ready.value_or("(not set)"),
+                     r.error ? "'" + *r.error + "'" : std::string("(not set)")));
+  } else {
+    line("OneGate:         not read: " + r.onegate_problem);
+  }
+  line("");
+  line("units:");
+  if (!r.units_problem.empty()) line("  not read: " + r.units_problem);
+  size_t width = 0;
+  for (const auto& u : r.units) width = std::max(width, u.unit.size());
+  for (const auto& u : r.units) {
+    std::string text = fmt::format("  {:<{}}  {}", u.unit, width,
+                                   u.active + (u.sub.empty() ? "" : " (" + u.sub + ")"));
+    if (!u.result.empty()) text += ", last result " + u.result;
+    if (EndsWith(u.unit, ".service") && !u.exit_status.empty() && u.exit_status != "0") {
+      text += " (exit " + u.exit_status + ")";
+    }
+    if (!u.last_run.empty()) text += ", last run " + u.last_run;
+    if (!u.next_run.empty()) text += ", next run " + u.next_run;
+    if (u.Failed()) text += "   <- FAILED";
+    line(text);
+  }
+  if (r.reconcile || !r.reconcile_problem.empty()) {
+    line("");
+    line("Slurm nodes, as the reconciler sees them (dry run):");
+    if (!r.reconcile_problem.empty()) line("  not read: " + r.reconcile_problem);
+    if (r.reconcile) {
+      const auto& c = *r.reconcile;
+      if (!c.skipped.empty()) line("  the reconciler would change nothing: " + c.skipped);
+      size_t node_w = 4, state_w = 5, vm_w = 2;
+      for (const auto& d : c.decisions) {
+        node_w = std::max(node_w, d.node.size());
+        state_w = std::max(state_w, d.state.size());
+        vm_w = std::max(vm_w, d.vm.size());
+      }
+      if (!c.decisions.empty()) {
+        line(fmt::format("  {:<{}}  {:<{}}  {:<{}}  {}", "NODE", node_w, "STATE", state_w, "VM",
+                         vm_w, "RECONCILER"));
+      }
+      for (const auto& d : c.decisions) {
+        line(fmt::format("  {:<{}}  {:<{}}  {:<{}}  {}: {}", d.node, node_w, d.state, state_w,
+                         d.vm.empty() ? "-" : d.vm, vm_w, ActionName(d.action), d.reason));
+      }
+    }
+  }
+  line("");
+  line(fmt::format("cost: {} OneGate request{}, {} Slurm call{}", r.onegate_requests,
+                   r.onegate_requests == 1 ? "" : "s", r.slurm_calls,
+                   r.slurm_calls == 1 ? "" : "s"));
+  return out;
+}
+
+nlohmann::json StatusJson(const StatusReport& r) {
+  nlohmann::json j;
+  j["role"] = r.role;
+  j["service"] = r.service;
+  if (r.last_run) {
+    j["last_configure"] = {{"result", r.last_run->result},
+                           {"exit_code", r.last_run->exit_code},
+                           {"entry", r.last_run->entry},
+                           {"error", r.last_run->error},
+                           {"finished", r.last_run->finished}};
+  } else {
+    j["last_configure"] = nullptr;
+  }
+  j["onegate"] = {{"read", r.onegate_read},
+                  {"problem", r.onegate_problem},
+                  {"READY", r.ready ? nlohmann::json(*r.ready) : nlohmann::json(nullptr)},
+                  {"ERROR", r.error ? nlohmann::json(*r.error) : nlohmann::json(nullptr)}};
+  j["units"] = nlohmann::json::array();
+  for (const auto& u : r.units) {
+    j["units"].push_back({{"unit", u.unit},
+                          {"active", u.active},
+                          {"sub", u.sub},
+                          {"result", u.result},
+                          {"exit_status", u.exit_status},
+                          {"last_run", u.last_run},
+                          {"next_run", u.next_run},
+                          {"failed", u.Failed()}});
+  }
+  j["units_problem"] = r.units_problem;
+  if (r.reconcile) {
+    nlohmann::json nodes = nlohmann::json::array();
+    for (const auto& d : r.reconcile->decisions) {
+      nodes.push_back({{"node", d.node},
+                       {"state", d.state},
+                       {"vm", d.vm},
+                       {"action", ActionName(d.action)},
+                       {"reason", d.reason}});
+    }
+    j["reconciler"] = {{"skipped", r.reconcile->skipped}, {"nodes", nodes}};
+  } else {
+    j["reconciler"] = nullptr;
+  }
+  j["reconciler_problem"] = r.reconcile_problem;
+  j["cost"] = {{"onegate_requests", r.onegate_requests}, {"slurm_calls", r.slurm_calls}};
+  j["exit_code"] = StatusExitCode(r);
+  return j;
+}
+
+int StatusExitCode(const StatusReport& r) {
+  if (!r.last_run || r.last_run->exit_code != 0) return 1;
+  for (const auto& u : r.units) {
+    if (u.Failed()) return 1;
+  }
+  // Under --root nothing of the machine is asked: that is not a problem of the VM.
+  if (r.machine_queried && (!r.units_problem.empty() || !r.reconcile_problem.empty())) return 1;
+  return 0;
+}
+
+}  // namespace onehpc
