@@ -24,6 +24,10 @@ inline constexpr char kAttrControllerHost[] = "SLURM_CONTROLLER_HOST";
 inline constexpr char kAttrKeyServerPublicKey[] = "SLURM_KEY_SERVER_PUBKEY";
 /// Controller → workers: the id of the munge key in use (a keyed hash, never the key).
 inline constexpr char kAttrMungeKeyId[] = "SLURM_MUNGE_KEY_ID";
+/// Controller → workers: the id of the slurm.conf in use (a hash of its bytes). A configless
+/// slurmd keeps the copy it fetched at start: a worker whose copy has another id restarts
+/// slurmd, which fetches the new one (roles/slurm/join.h).
+inline constexpr char kAttrSlurmConfId[] = "SLURM_CONF_ID";
 /// Worker → key server: base64 of the worker's box public key.
 inline constexpr char kAttrWorkerPublicKey[] = "SLURM_WORKER_PUBKEY";
 /// What earlier one-hpc published: the munge key in clear. The controller erases it.

@@ -297,7 +297,7 @@ nlohmann::json StatusJson(const StatusReport& r) {
   }
   j["onegate"] = {{"read", r.onegate_read},
                   {"problem", r.onegate_problem},
-                  {"READY", r.ready ? nlohmann::json(*r.ready) : nlohmann::json(nullptr)},
+                  {kAttrReady, r.ready ? nlohmann::json(*r.ready) : nlohmann::json(nullptr)},
                   {"ERROR", r.error ? nlohmann::json(*r.error) : nlohmann::json(nullptr)}};
   j["units"] = nlohmann::json::array();
   for (const auto& u : r.units) {

@@ -137,8 +137,9 @@ Result<ControllerKeys> SetUpSlurmController(RoleEnv& env, const ControllerSetup&
   params.state_save_location = setup.state_save_location;
   params.accounting = setup.accounting;
   params.use_cgroup = cgroups.use_cgroup;
+  const std::string slurm_conf = slurm::RenderSlurmConf(params);
   auto conf_changed = EnsureConfigFile(
-      env, slurm::kSlurmConfPath, slurm::RenderSlurmConf(params),
+      env, slurm::kSlurmConfPath, slurm_conf,
       "configless cluster of dynamic nodes, MaxNodeCount=" + std::to_string(params.max_nodes));
   if (!conf_changed) return Fail(conf_changed.error());
   auto cgroup_changed = EnsureConfigFile(env, slurm::kCgroupConfPath,
@@ -210,21 +211,24 @@ Result<ControllerKeys> SetUpSlurmController(RoleEnv& env, const ControllerSetup&
       !s) {
     return Fail(s.error());
   }
-  return ControllerKeys{*key, server->public_key};
+  return ControllerKeys{*key, server->public_key, slurm::SlurmConfId(slurm_conf)};
 }
 
 Status PublishController(RoleEnv& env, const std::string& host, const std::string& addr,
                          const ControllerKeys& keys) {
   std::string what = "publish " + std::string(slurm::kAttrControllerAddr) + "=" + addr + ", " +
                      slurm::kAttrControllerHost + "=" + host + ", " +
-                     slurm::kAttrKeyServerPublicKey + " and " + slurm::kAttrMungeKeyId +
-                     " after a successful configure";
+                     slurm::kAttrKeyServerPublicKey + ", " + slurm::kAttrMungeKeyId + " and " +
+                     slurm::kAttrSlurmConfId + " after a successful configure";
   std::vector<std::pair<std::string, std::string>> attrs;
   if (!keys.munge.key.empty() && !keys.server_public_key.empty()) {
     attrs = {{slurm::kAttrControllerAddr, addr},
              {slurm::kAttrControllerHost, host},
              {slurm::kAttrKeyServerPublicKey, Base64Encode(keys.server_public_key)},
              {slurm::kAttrMungeKeyId, slurm::MungeKeyId(keys.munge.key)}};
+    if (!keys.slurm_conf_id.empty()) {
+      attrs.emplace_back(slurm::kAttrSlurmConfId, keys.slurm_conf_id);
+    }
   }
   bool same = false;
   bool legacy = false;

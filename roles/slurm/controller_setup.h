@@ -51,6 +51,7 @@ struct ControllerSetup {
 struct ControllerKeys {
   slurm::MungeKeyState munge;
   std::string server_public_key;  ///< the key server's box public key ("" in a dry run)
+  std::string slurm_conf_id;      ///< SlurmConfId of the slurm.conf written
 };
 
 /// Hostname, /etc/hosts, munge key and munged, slurm.conf and cgroup.conf, slurmctld enabled,

@@ -228,10 +228,22 @@ Result<ControllerInfo> JoinSlurmCluster(RoleEnv& env, const JoinSetup& setup) {
   } else if (key->changed) {
     restart_why = "the munge key changed";
   } else if (env.files.Exists(slurm::kConfiglessSlurmConf)) {
+    // A configless slurmd keeps the slurm.conf it fetched at start; after the controller's
+    // changed, only a restart fetches the new one. On 22.05 that is the safe way for dynamic
+    // nodes: running jobs go on (their slurmstepd are not slurmd's children) and the node
+    // re-registers under its name, whereas `scontrol reconfigure` leaves busy dynamic nodes
+    // stuck ALLOCATED (tests/integration/slurm_real_test.cc).
+    auto cached = env.files.Read(slurm::kConfiglessSlurmConf);
+    const std::string cached_id = cached ? slurm::SlurmConfId(*cached) : "";
     // A slurmd whose node was deleted (or rejected by a full table) never
     // registers again by itself; only a restart makes it try.
     auto active = env.systemd.IsActive(slurm::kSlurmdUnit);
-    if (active && *active) {
+    if (active && *active && !ctl->slurm_conf_id.empty() && cached &&
+        cached_id != ctl->slurm_conf_id) {
+      restart_why = "the controller's slurm.conf changed (" + std::string(slurm::kAttrSlurmConfId) +
+                    " " + ctl->slurm_conf_id + ", this node's copy " + cached_id +
+                    "): a slurmd restart fetches it; running jobs go on";
+    } else if (active && *active) {
       auto shown = client.ShowNode(*name);
       if (shown && !shown->has_value()) {
         restart_why = "slurmd runs but node " + *name +
@@ -330,6 +342,12 @@ Result<ControllerInfo> ControllerFromService(const ServiceInfo& service, int own
       return Fail(ErrorKind::kInvalidInput, std::string(slurm::kAttrMungeKeyId) + "='" + key_id +
                                                 "'" + where + " is not 32 lower-case hex digits");
     }
+    std::string conf_id = vm.Attr(slurm::kAttrSlurmConfId);
+    if (!conf_id.empty() && (conf_id.size() != 32 ||
+                             conf_id.find_first_not_of("0123456789abcdef") != std::string::npos)) {
+      return Fail(ErrorKind::kInvalidInput, std::string(slurm::kAttrSlurmConfId) + "='" + conf_id +
+                                                "'" + where + " is not 32 lower-case hex digits");
+    }
     std::string addr = vm.Attr(slurm::kAttrControllerAddr);
     if (!host::ParseIpv4(addr)) {
       return Fail(ErrorKind::kInvalidInput, std::string(slurm::kAttrControllerAddr) + "='" + addr +
@@ -345,6 +363,7 @@ Result<ControllerInfo> ControllerFromService(const ServiceInfo& service, int own
     info.host = host;
     info.key_server_public_key = std::move(*server_key);
     info.munge_key_id = key_id;
+    info.slurm_conf_id = conf_id;
     info.nics = vm.nics;
     info.published = vm.user_template;
     return info;

@@ -24,10 +24,12 @@ struct ControllerInfo {
   std::string host;                   ///< SLURM_CONTROLLER_HOST
   std::string key_server_public_key;  ///< decoded SLURM_KEY_SERVER_PUBKEY (32 bytes)
   std::string munge_key_id;           ///< SLURM_MUNGE_KEY_ID (roles/slurm/key_delivery.h)
-  std::vector<VmNic> nics;            ///< the controller VM's NICs
-  std::vector<VmNic> own_nics;        ///< this VM's NICs ({} when it is not listed yet)
-  std::string own_published_name;     ///< this VM's SLURM_NODENAME as OneGate has it ("" if none)
-  std::string own_published_key;      ///< this VM's SLURM_WORKER_PUBKEY as OneGate has it
+  /// SLURM_CONF_ID: "" from a controller of an earlier one-hpc that does not publish it.
+  std::string slurm_conf_id;
+  std::vector<VmNic> nics;         ///< the controller VM's NICs
+  std::vector<VmNic> own_nics;     ///< this VM's NICs ({} when it is not listed yet)
+  std::string own_published_name;  ///< this VM's SLURM_NODENAME as OneGate has it ("" if none)
+  std::string own_published_key;   ///< this VM's SLURM_WORKER_PUBKEY as OneGate has it
   /// SLURM_NODENAME -> VM id, for every other VM of the service that publishes one.
   std::map<std::string, int> names_of_others;
   /// The controller VM's USER_TEMPLATE (what else it publishes, e.g. the portal's users).

@@ -1,5 +1,7 @@
 #include "roles/slurm/slurm_conf.h"
 
+#include <sodium.h>
+
 #include <cctype>
 #include <sstream>
 #include <utility>
@@ -205,6 +207,22 @@ std::optional<std::string> SlurmConfValue(std::string_view conf, std::string_vie
     return value.substr(vb, ve == std::string::npos ? std::string::npos : ve - vb);
   }
   return std::nullopt;
+}
+
+std::string SlurmConfId(std::string_view slurm_conf) {
+  static constexpr char kDomain[] = "one-hpc slurm.conf id, v1";
+  (void)sodium_init();  // idempotent; generichash needs no more
+  unsigned char hash[16];
+  crypto_generichash(hash, sizeof hash, reinterpret_cast<const unsigned char*>(slurm_conf.data()),
+                     slurm_conf.size(), reinterpret_cast<const unsigned char*>(kDomain),
+                     sizeof kDomain - 1);
+  static const char* kHex = "0123456789abcdef";
+  std::string id;
+  for (unsigned char b : hash) {
+    id += kHex[b >> 4];
+    id += kHex[b & 15];
+  }
+  return id;
 }
 
 }  // namespace onehpc::slurm

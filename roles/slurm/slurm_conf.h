@@ -48,6 +48,10 @@ std::string RenderSlurmConf(const SlurmConfParams& params);
 /// cgroup.conf matching the choice (served to workers configless, like slurm.conf).
 std::string RenderCgroupConf(bool use_cgroup);
 
+/// SLURM_CONF_ID: 32 lower-case hex digits of a BLAKE2b hash of slurm.conf's bytes, the same
+/// on the controller and in a configless worker's fetched copy (which slurmd writes as sent).
+std::string SlurmConfId(std::string_view slurm_conf);
+
 /// The value of `Key=` in a slurm.conf text (case-insensitive key, first match, comments
 /// skipped), e.g. MaxNodeCount; nullopt when absent.
 std::optional<std::string> SlurmConfValue(std::string_view conf, std::string_view key);

@@ -197,8 +197,11 @@ class Lab {
   }
 
   // A dynamic node in its own netns.
+  // A node started again keeps its namespace and address, as a VM keeps its NIC.
   void StartSlurmd(const std::string& name) {
-    int i = ++next_ns_;
+    auto known = ns_of_.find(name);
+    int i = known != ns_of_.end() ? known->second : ++next_ns_;
+    ns_of_[name] = i;
     std::string ns = kNsPrefix + std::string("n") + std::to_string(i);
     if (!fs::exists("/run/netns/" + ns)) {
       AddNs(ns, "vh" + std::to_string(i), "10.79.0." + std::to_string(10 + i));
@@ -319,6 +322,7 @@ class Lab {
   pid_t ctld_ = -1;
   pid_t munged_ = -1;
   std::map<std::string, pid_t> slurmds_;
+  std::map<std::string, int> ns_of_;
   int next_ns_ = 0;
 };
 
@@ -528,6 +532,67 @@ TEST_F(SlurmRealTest, RestartKeepsDynamicNodes) {
   std::string why;
   ASSERT_TRUE(g_lab->StartCtld(100, false, &why)) << why;
   EXPECT_TRUE(g_lab->Registered("keep"));
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Issue: a configless worker keeps the slurm.conf it fetched until slurmd restarts. The
+// controller restarts slurmctld on a change (above); the worker's follow restarts slurmd when
+// the published SLURM_CONF_ID differs from its copy's (roles/slurm/join.cc). Proven here: the
+// copy is byte-identical to the controller's (so the ids compare), it stays old after the
+// controller's restart, and a slurmd restart on a busy dynamic node fetches the new one while
+// the job goes on and the node stays registered and responding.
+TEST_F(SlurmRealTest, AChangedSlurmConfReachesABusyDynamicNodeThroughASlurmdRestart) {
+  const std::string node = "conf-busy";
+  g_lab->StartSlurmd(node);
+  ASSERT_TRUE(WaitState(
+      node, [](const slurm::SlurmNode& x) { return x.BaseState() == "IDLE"; },
+      milliseconds(10000)));
+  auto job = g_lab->Slurm({"sbatch", "--parsable", "--no-requeue", "-w", node, "-o",
+                           g_lab->dir() + "/jobs/%j.out", "--wrap", "sleep 300"});
+  ASSERT_TRUE(job.ok()) << job.err;
+  std::string id = job.out.substr(0, job.out.find_first_of(";\n"));
+  auto running = [&] {
+    return g_lab->Slurm({"squeue", "-h", "-j", id, "-o", "%T"}).out == "RUNNING\n";
+  };
+  ASSERT_TRUE(WaitFor(running, milliseconds(15000))) << "job " << id << " did not start";
+  const std::string before = ReadAll(g_lab->NodeConf(node));
+  ASSERT_FALSE(before.empty());
+  EXPECT_EQ(slurm::SlurmConfId(before), slurm::SlurmConfId(ReadAll(g_lab->conf())))
+      << "the fetched copy is not the controller's file byte for byte";
+
+  // The controller's change: a new slurm.conf, slurmctld restarted.
+  g_lab->StopCtld();
+  std::string why;
+  ASSERT_TRUE(g_lab->StartCtld(150, false, &why)) << why;
+  const std::string changed = ReadAll(g_lab->conf());
+  ASSERT_NE(slurm::SlurmConfId(changed), slurm::SlurmConfId(before));
+  std::this_thread::sleep_for(milliseconds(3000));
+  EXPECT_EQ(ReadAll(g_lab->NodeConf(node)), before) << "slurmd fetched the change by itself";
+
+  // The worker's follow: slurmd restarted (systemctl restart sends SIGTERM, then starts it).
+  g_lab->KillSlurmd(node, SIGTERM);
+  g_lab->StartSlurmd(node);
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        return slurm::SlurmConfId(ReadAll(g_lab->NodeConf(node))) == slurm::SlurmConfId(changed);
+      },
+      milliseconds(15000)))
+      << "the restarted slurmd did not fetch the new slurm.conf";
+  EXPECT_TRUE(running()) << "the job did not survive the slurmd restart";
+  // Past SlurmdTimeout (10 s): the node is registered, responding and still runs the job.
+  std::this_thread::sleep_for(milliseconds(12000));
+  auto shown = g_lab->Node(node);
+  ASSERT_TRUE(shown) << node << " is gone";
+  EXPECT_FALSE(shown->IsNotResponding()) << shown->state;
+  EXPECT_NE(shown->BaseState(), "DOWN") << shown->state;
+  EXPECT_TRUE(running()) << "the job ended after the slurmd restart";
+  g_lab->Slurm({"scancel", id});
 }
 
 TEST_F(SlurmRealTest, SelfDrainRemovesTheNodeAndStopsSlurmd) {

@@ -145,7 +145,7 @@ TEST_F(ControllerTest, FirstBoot) {
 
   // Published with READY by the configure flow: address, host, the key server's public key
   // and the key's id, in one update. Never the key.
-  ASSERT_EQ(run->publish.size(), 4u);
+  ASSERT_EQ(run->publish.size(), 5u);
   EXPECT_EQ(run->publish[0],
             (std::pair<std::string, std::string>{"SLURM_CONTROLLER_ADDR", "10.0.0.5"}));
   EXPECT_EQ(run->publish[1].second, "slurm-one-controller");
@@ -157,6 +157,10 @@ TEST_F(ControllerTest, FirstBoot) {
                                                                   Base64Encode(pair.substr(32))}));
   EXPECT_EQ(run->publish[3],
             (std::pair<std::string, std::string>{"SLURM_MUNGE_KEY_ID", slurm::MungeKeyId(key)}));
+  // The id of the slurm.conf written: a worker whose fetched copy differs restarts slurmd.
+  EXPECT_EQ(run->publish[4],
+            (std::pair<std::string, std::string>{
+                "SLURM_CONF_ID", slurm::SlurmConfId(m_.Read("/etc/slurm/slurm.conf"))}));
   for (const auto& [k, v] : run->publish) {
     EXPECT_EQ(v.find(b64), std::string::npos) << k;
     EXPECT_EQ(v.find(Base64Encode(pair.substr(0, 32))), std::string::npos) << k;
@@ -226,7 +230,7 @@ TEST_F(ControllerTest, RerunKeepsEverything) {
   }
   // Only checks: munge round trip and scontrol ping.
   EXPECT_EQ(after, (std::vector<std::string>{"munge -n", "unmunge", "scontrol ping"}));
-  ASSERT_EQ(second->publish.size(), 4u);       // sent again with READY (same values)
+  ASSERT_EQ(second->publish.size(), 5u);       // sent again with READY (same values)
   EXPECT_EQ(second->publish, first->publish);  // the same key pair and key
 }
 
@@ -237,8 +241,13 @@ TEST_F(ControllerTest, ChangedMaxNodesRestartsInsteadOfReconfigure) {
   size_t before = m_.runner.commands().size();
   auto second = Configure();
   auto changes = second->Changes();
-  EXPECT_EQ(changes, (std::vector<std::string>{"write /etc/slurm/slurm.conf",
-                                               "restart slurmctld.service (--no-block)"}));
+  // The new SLURM_CONF_ID is published: each worker's follow restarts its slurmd, which fetches
+  // the new slurm.conf (running jobs go on: tests/integration/slurm_real_test.cc).
+  EXPECT_EQ(changes, (std::vector<std::string>{
+                         "write /etc/slurm/slurm.conf", "restart slurmctld.service (--no-block)",
+                         "publish SLURM_CONTROLLER_ADDR=10.0.0.5, "
+                         "SLURM_CONTROLLER_HOST=slurm-one-controller, SLURM_KEY_SERVER_PUBKEY, "
+                         "SLURM_MUNGE_KEY_ID and SLURM_CONF_ID after a successful configure"}));
   bool mentioned = false;
   for (const auto& a : second->plan.actions()) {
     if (a.what == "write /etc/slurm/slurm.conf") {

@@ -11,6 +11,7 @@
 #include "common/log.h"
 #include "roles/names.h"
 #include "roles/slurm/join.h"
+#include "roles/slurm/slurm_conf.h"
 #include "tests/fakes/key_server.h"
 #include "tests/fakes/machine.h"
 #include "tests/fakes/onegate_sim.h"
@@ -218,6 +219,27 @@ TEST_F(WorkerTest, FollowFetchesARotatedKeyAndOtherwiseAsksNothing) {
   EXPECT_TRUE(Has(changes, "restart munge.service (--no-block)"));
   EXPECT_TRUE(Has(changes, "restart slurmd.service (--no-block)"));
   EXPECT_EQ(m_.clock.sleeps(), sleeps);  // a follow pass never waits for the controller
+}
+
+TEST_F(WorkerTest, FollowRestartsSlurmdWhenTheControllersSlurmConfChanged) {
+  RunOk();
+  // The copy slurmd fetched at start, and the controller publishing its id.
+  m_.Write(slurm::kConfiglessSlurmConf, "ClusterName=one\nMaxNodeCount=100\n");
+  m_.active.insert("slurmd.service");
+  sim_.SetUserAttr(controller_.id, slurm::kAttrSlurmConfId,
+                   slurm::SlurmConfId("ClusterName=one\nMaxNodeCount=100\n"));
+  {
+    RoleRun same(m_, *role_, vars_, onegate_.get(), PlanMode::kApply, keys_.get());
+    ASSERT_TRUE(role_->Follow(*same.env));
+    EXPECT_FALSE(Has(same.Changes(), "restart slurmd.service (--no-block)")) << same.plan.Render();
+  }
+  sim_.SetUserAttr(controller_.id, slurm::kAttrSlurmConfId,
+                   slurm::SlurmConfId("ClusterName=one\nMaxNodeCount=200\n"));
+  RoleRun changed(m_, *role_, vars_, onegate_.get(), PlanMode::kApply, keys_.get());
+  auto s = role_->Follow(*changed.env);
+  ASSERT_TRUE(s) << s.error().message << "\n" << changed.plan.Render();
+  EXPECT_TRUE(Has(changed.Changes(), "restart slurmd.service (--no-block)"));
+  EXPECT_NE(changed.plan.Render().find("the controller's slurm.conf changed"), std::string::npos);
 }
 
 TEST_F(WorkerTest, WaitsForTheControllerWithBackoff) {
