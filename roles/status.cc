@@ -14,8 +14,6 @@
 namespace onehpc {
 namespace {
 
-using Action = ReconcileDecision::Action;
-
 constexpr char kConfigureUnit[] = "one-hpc-configure.service";
 constexpr char kShownProperties[] =
     "--property=Id,ActiveState,SubState,Result,ExecMainStatus,LastTriggerUSec,"
@@ -78,22 +76,6 @@ std::vector<std::string> ManagedUnits(const std::vector<std::string>& enabled) {
     if (EndsWith(unit, ".timer")) add(unit.substr(0, unit.size() - 6) + ".service");
   }
   return units;
-}
-
-const char* ActionName(Action action) {
-  switch (action) {
-    case Action::kKeepPublished:
-    case Action::kKeepResponding:
-    case Action::kKeepDrained:
-      return "keep";
-    case Action::kDelete:
-      return "delete";
-    case Action::kDrain:
-      return "drain";
-    case Action::kSkipped:
-      return "skip";
-  }
-  return "?";
 }
 
 }  // namespace
@@ -271,7 +253,7 @@ std::string RenderStatus(const StatusReport& r) {
       }
       for (const auto& d : c.decisions) {
         line(fmt::format("  {:<{}}  {:<{}}  {:<{}}  {}: {}", d.node, node_w, d.state, state_w,
-                         d.vm.empty() ? "-" : d.vm, vm_w, ActionName(d.action), d.reason));
+                         d.vm.empty() ? "-" : d.vm, vm_w, ReconcileVerb(d.action), d.reason));
       }
     }
   }
@@ -317,7 +299,7 @@ nlohmann::json StatusJson(const StatusReport& r) {
       nodes.push_back({{"node", d.node},
                        {"state", d.state},
                        {"vm", d.vm},
-                       {"action", ActionName(d.action)},
+                       {"action", ReconcileVerb(d.action)},
                        {"reason", d.reason}});
     }
     j["reconciler"] = {{"skipped", r.reconcile->skipped}, {"nodes", nodes}};

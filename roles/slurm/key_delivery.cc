@@ -108,10 +108,15 @@ Result<BoxKeyPair> EnsureBoxKeyPair(RoleEnv& env, const std::string& path, const
 }
 
 std::string MungeKeyId(const std::string& munge_key) {
+  return DomainHashHex(munge_key, kKeyIdDomain);
+}
+
+std::string DomainHashHex(std::string_view data, std::string_view domain) {
   (void)InitCrypto();
   unsigned char hash[16];
-  crypto_generichash(hash, sizeof hash, Bytes(munge_key), munge_key.size(),
-                     reinterpret_cast<const unsigned char*>(kKeyIdDomain), sizeof kKeyIdDomain - 1);
+  crypto_generichash(hash, sizeof hash, reinterpret_cast<const unsigned char*>(data.data()),
+                     data.size(), reinterpret_cast<const unsigned char*>(domain.data()),
+                     domain.size());
   static const char* kHex = "0123456789abcdef";
   std::string out;
   for (unsigned char b : hash) {

@@ -17,6 +17,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "common/clock.h"
 #include "common/error.h"
@@ -61,6 +62,10 @@ Result<std::optional<BoxKeyPair>> ReadBoxKeyPair(const Files& files, const std::
 /// to its secret key, is kUnsafe (never replaced automatically). In a dry run a missing file
 /// gives a pair that is not written.
 Result<BoxKeyPair> EnsureBoxKeyPair(RoleEnv& env, const std::string& path, const std::string& why);
+
+/// 32 lower-case hex digits of a 16-byte BLAKE2b hash of `data` keyed with `domain` (which
+/// separates one use of the hash from another): MungeKeyId, SlurmConfId.
+std::string DomainHashHex(std::string_view data, std::string_view domain);
 
 /// The munge key's published id: 32 hex digits of a keyed BLAKE2b-128 hash of the key.
 std::string MungeKeyId(const std::string& munge_key);

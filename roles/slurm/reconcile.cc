@@ -18,7 +18,9 @@ std::string JoinIds(const std::vector<std::string>& ids) {
   return out;
 }
 
-const char* Verb(Action action) {
+}  // namespace
+
+const char* ReconcileVerb(Action action) {
   switch (action) {
     case Action::kKeepPublished:
       return "keep";
@@ -36,8 +38,10 @@ const char* Verb(Action action) {
   return "?";
 }
 
+namespace {
+
 void LogDecision(const ReconcileDecision& d, bool dry_run) {
-  std::string verb = Verb(d.action);
+  std::string verb = ReconcileVerb(d.action);
   if (dry_run && (d.action == Action::kDelete || d.action == Action::kDrain)) {
     verb = "would " + verb;
   }

@@ -73,6 +73,9 @@ struct ReconcileReport {
   int failures() const;
 };
 
+/// "keep", "delete", "drain" or "skip": the verb of the log line and of `one-hpc status`.
+const char* ReconcileVerb(ReconcileDecision::Action action);
+
 /// The pure decision for one node (no I/O): conditions (2) and (3) and the jobs check.
 ReconcileDecision DecideNode(const slurm::SlurmNode& node, const std::set<std::string>& published,
                              const std::vector<std::string>& jobs);

@@ -1,11 +1,11 @@
 #include "roles/slurm/slurm_conf.h"
 
-#include <sodium.h>
-
 #include <cctype>
 #include <sstream>
 #include <utility>
 #include <vector>
+
+#include "roles/slurm/key_delivery.h"
 
 namespace onehpc::slurm {
 namespace {
@@ -210,19 +210,7 @@ std::optional<std::string> SlurmConfValue(std::string_view conf, std::string_vie
 }
 
 std::string SlurmConfId(std::string_view slurm_conf) {
-  static constexpr char kDomain[] = "one-hpc slurm.conf id, v1";
-  (void)sodium_init();  // idempotent; generichash needs no more
-  unsigned char hash[16];
-  crypto_generichash(hash, sizeof hash, reinterpret_cast<const unsigned char*>(slurm_conf.data()),
-                     slurm_conf.size(), reinterpret_cast<const unsigned char*>(kDomain),
-                     sizeof kDomain - 1);
-  static const char* kHex = "0123456789abcdef";
-  std::string id;
-  for (unsigned char b : hash) {
-    id += kHex[b >> 4];
-    id += kHex[b & 15];
-  }
-  return id;
+  return DomainHashHex(slurm_conf, "one-hpc slurm.conf id, v1");
 }
 
 }  // namespace onehpc::slurm
