@@ -35,12 +35,14 @@ int CmdKeyServe(const CommonOptions& options);
 /// Open OnDemand portal: first-login home of `user` (cli/ood_commands.cc).
 int CmdHomeCreate(const std::string& user, const std::string& home_base, const std::string& skel);
 struct AccountingCliOptions {
-  std::string backup_dir = "/var/lib/one-hpc/portal-state/accounting";
+  /// "" = the dump directory of this VM's configured role (portal or controller).
+  std::string backup_dir;
   std::string database = "slurm_acct_db";
   std::string socket;  ///< "" = the client's default
   int keep = 48;
 };
-/// Open OnDemand portal: dump the accounting database / restore the newest complete dump.
+/// The portal, or a controller with accounting: dump the accounting database / restore the
+/// newest complete dump.
 int CmdAccountingDump(const AccountingCliOptions& options);
 int CmdAccountingRestore(const AccountingCliOptions& options);
 int CmdStorageRefresh(const CommonOptions& options);

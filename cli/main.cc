@@ -171,8 +171,9 @@ int Main(int argc, char** argv) {
 
   AccountingCliOptions accounting;
   auto add_accounting = [&](CLI::App* cmd) {
-    cmd->add_option("--backup-dir", accounting.backup_dir, "Dump directory (on the state export)")
-        ->capture_default_str();
+    cmd->add_option("--backup-dir", accounting.backup_dir,
+                    "Dump directory (default: the role's: the portal's state export, the "
+                    "controller's /var/lib/one-hpc/accounting-dumps)");
     cmd->add_option("--database", accounting.database, "Database")->capture_default_str();
     cmd->add_option("--socket", accounting.socket, "MariaDB unix socket (default: the client's)");
     cmd->add_option("--keep", accounting.keep, "Newest complete dumps kept")
@@ -181,13 +182,13 @@ int Main(int argc, char** argv) {
   };
   auto* accounting_dump =
       app.add_subcommand("accounting-dump",
-                         "Open OnDemand portal: dump the Slurm accounting database to the "
-                         "export (consistent, completion checked, atomic, bounded retention)");
+                         "Portal, or controller with accounting: dump the Slurm accounting "
+                         "database (consistent, completion checked, atomic, bounded retention)");
   add_accounting(accounting_dump);
   auto* accounting_restore =
       app.add_subcommand("accounting-restore",
-                         "Open OnDemand portal: if the accounting database is empty, load "
-                         "the newest complete dump");
+                         "Portal, or controller with accounting: if the accounting database is "
+                         "empty, load the newest complete dump");
   add_accounting(accounting_restore);
   auto* storage_refresh =
       app.add_subcommand("storage-refresh",

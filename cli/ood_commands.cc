@@ -1,11 +1,10 @@
-// Commands of the Open OnDemand portal: home-create, accounting-dump, accounting-restore.
+// Commands of the Open OnDemand portal: home-create.
 #include <unistd.h>
 
 #include "cli/commands.h"
 #include "common/log.h"
 #include "roles/configure.h"
 #include "roles/host/container.h"
-#include "roles/ood/accounting.h"
 #include "roles/ood/home.h"
 #include "roles/os/files.h"
 #include "roles/os/mounts.h"
@@ -34,40 +33,6 @@ int CmdHomeCreate(const std::string& user, const std::string& home_base, const s
   if (!outcome) {
     log::Error("{}", outcome.error().message);
     return ExitCodeFor(outcome.error().kind);
-  }
-  return kExitOk;
-}
-
-namespace {
-
-ood::AccountingOptions ToAccountingOptions(const AccountingCliOptions& cli) {
-  ood::AccountingOptions options;
-  options.backup_dir = cli.backup_dir;
-  options.database = cli.database;
-  options.keep = cli.keep;
-  if (!cli.socket.empty()) options.connection.push_back("--socket=" + cli.socket);
-  return options;
-}
-
-}  // namespace
-
-int CmdAccountingDump(const AccountingCliOptions& cli) {
-  RealProcessRunner runner;
-  auto dumped =
-      ood::DumpAccounting(ToAccountingOptions(cli), runner, std::chrono::system_clock::now());
-  if (!dumped) {
-    log::Error("{}", dumped.error().message);
-    return ExitCodeFor(dumped.error().kind);
-  }
-  return kExitOk;
-}
-
-int CmdAccountingRestore(const AccountingCliOptions& cli) {
-  RealProcessRunner runner;
-  auto restored = ood::RestoreNewestComplete(ToAccountingOptions(cli), runner);
-  if (!restored) {
-    log::Error("{}", restored.error().message);
-    return ExitCodeFor(restored.error().kind);
   }
   return kExitOk;
 }

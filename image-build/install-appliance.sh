@@ -8,9 +8,10 @@
 # Usage: install-appliance.sh [--role-packages slurm|ood|all|none] [--deb PATH] [--clean-image]
 #
 #   --role-packages SET  Debian packages of the roles (--no-install-recommends):
-#                          slurm: munge slurmd slurmctld slurm-client
+#                          slurm: munge slurmd slurmctld slurm-client, and slurmdbd
+#                                 mariadb-server for the controller's optional accounting
 #                          ood:   the Debian parts of the Open OnDemand roles: the Slurm set
-#                                 plus slurmdbd, mariadb-server, nfs-kernel-server, nfs-common,
+#                                 plus nfs-kernel-server, nfs-common,
 #                                 squid (the storage role's CernVM-FS proxy)
 #                                 (OnDemand itself comes from OSC's apt repository, not here)
 #                          all:   both;  none (default): no role packages
@@ -31,8 +32,8 @@ PRESET_DIR=/etc/systemd/system-preset
 PRESET_FILE=$PRESET_DIR/20-one-hpc.preset
 POLICY_RC=/usr/sbin/policy-rc.d
 
-SLURM_PACKAGES="munge slurmd slurmctld slurm-client"
-OOD_PACKAGES="$SLURM_PACKAGES slurmdbd mariadb-server nfs-kernel-server nfs-common squid"
+SLURM_PACKAGES="munge slurmd slurmctld slurm-client slurmdbd mariadb-server"
+OOD_PACKAGES="$SLURM_PACKAGES nfs-kernel-server nfs-common squid"
 
 # Units one-hpc starts per role; they stay off in the image. Names that are not installed
 # are harmless in a preset file.
@@ -46,7 +47,7 @@ UNIT_DIRS="/etc/systemd/system /lib/systemd/system /usr/lib/systemd/system"
 die() { echo "install-appliance: $*" >&2; exit 1; }
 log() { echo "install-appliance: $*"; }
 usage() {
-    sed -n '8,21s/^# \{0,1\}//p' "$0" >&2
+    sed -n '8,22s/^# \{0,1\}//p' "$0" >&2
     exit 2
 }
 

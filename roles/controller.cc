@@ -4,12 +4,14 @@
 #include "roles/host/address.h"
 #include "roles/host/hostname.h"
 #include "roles/names.h"
+#include "roles/slurm/accounting.h"
 #include "roles/slurm/controller_setup.h"
 
 namespace onehpc {
 namespace {
 
 constexpr char kDefaultHostname[] = "slurm-one-controller";
+constexpr char kAccountingSetting[] = "ONEAPP_SLURM_ACCOUNTING_ENABLED";
 
 class ControllerRole : public Role {
  public:
@@ -30,6 +32,8 @@ class ControllerRole : public Role {
     setup.host = *host;
     setup.addr = *addr;
     setup.max_nodes = static_cast<int>(env.settings.GetInt(kMaxNodesSetting));
+    if (env.settings.GetBool(kAccountingSetting))
+      setup.accounting_dumps = slurm::kControllerDumpDir;
     auto key = SetUpSlurmController(env, setup);
     if (!key) return Fail(key.error());
     return PublishController(env, *host, *addr, *key);
@@ -44,7 +48,20 @@ class ControllerRole : public Role {
 
 }  // namespace
 
-std::vector<SettingSpec> ControllerSettings() { return {MaxNodesSetting(slurm::kControllerRole)}; }
+std::vector<SettingSpec> ControllerSettings() {
+  SettingSpec accounting;
+  accounting.name = kAccountingSetting;
+  accounting.type = SettingType::kBool;
+  accounting.default_value = "NO";
+  accounting.description =
+      "Job accounting (sacct, sacctmgr, sreport): MariaDB and slurmdbd on the controller, the "
+      "database dumped to " +
+      std::string(slurm::kControllerDumpDir) +
+      " every 30 minutes. Turned off again, slurmdbd, MariaDB and the dumps stop; the database "
+      "and the dumps are kept.";
+  accounting.roles = {slurm::kControllerRole};
+  return {MaxNodesSetting(slurm::kControllerRole), accounting};
+}
 
 Result<std::string> ControllerHostname(const ContextVars& vars) {
   auto it = vars.find("SET_HOSTNAME");

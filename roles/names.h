@@ -53,6 +53,10 @@ inline constexpr int kSlurmdPort = 6818;
 
 inline constexpr char kSlurmConfPath[] = "/etc/slurm/slurm.conf";
 inline constexpr char kCgroupConfPath[] = "/etc/slurm/cgroup.conf";
+inline constexpr char kGresConfPath[] = "/etc/slurm/gres.conf";
+/// This node's own GPUs (every worker, and an empty one on the controller or portal): the
+/// configless gres.conf includes it, so each dynamic node describes its own devices.
+inline constexpr char kGresNodeConfPath[] = "/etc/slurm/gres-node.conf";
 /// Where a configless slurmd exposes the configuration it fetched (clients on workers).
 inline constexpr char kConfiglessSlurmConf[] = "/run/slurm/conf/slurm.conf";
 inline constexpr char kSlurmdUnitPath[] = "/etc/systemd/system/slurmd.service";
@@ -75,6 +79,8 @@ inline constexpr char kSlurmdUnit[] = "slurmd.service";
 inline constexpr char kMungeUnit[] = "munge.service";
 inline constexpr char kSelfDrainUnit[] = "oneslurm-self-drain.service";
 inline constexpr char kReconcileTimer[] = "oneslurm-reconcile.timer";
+/// Accounting dumps (the portal, and the controller with accounting on).
+inline constexpr char kAccountingDumpTimer[] = "one-hpc-accounting-dump.timer";
 /// OneSlurm workers: `one-hpc follow` every 30 s (a rotated key, a replaced controller).
 inline constexpr char kFollowControllerTimer[] = "oneslurm-follow-controller.timer";
 /// The key server (one `one-hpc key-serve` per connection, Accept=yes).
@@ -122,7 +128,6 @@ inline constexpr char kUidRegisterFile[] = "/var/lib/one-hpc/portal-state/uid-re
 // ---- timers
 
 inline constexpr char kExportsRefreshTimer[] = "one-hpc-exports-refresh.timer";
-inline constexpr char kAccountingDumpTimer[] = "one-hpc-accounting-dump.timer";
 inline constexpr char kFollowPortalTimer[] = "one-hpc-follow-portal.timer";
 
 }  // namespace onehpc::ood

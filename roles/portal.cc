@@ -8,11 +8,11 @@
 #include "roles/host/hostname.h"
 #include "roles/names.h"
 #include "roles/nfs/client_mounts.h"
-#include "roles/ood/accounting.h"
 #include "roles/ood/accounts.h"
 #include "roles/ood/ood_yaml.h"
 #include "roles/ood/settings.h"
 #include "roles/ood/users.h"
+#include "roles/slurm/accounting.h"
 #include "roles/slurm/controller_setup.h"
 #include "roles/slurm/munge.h"
 #include "roles/slurm/slurm_conf.h"
@@ -159,17 +159,11 @@ class PortalRole : public Role {
         if (auto s = nfs::CheckRootCanWrite(env, *m, deadline); !s) return s;
       }
     }
-    return EnsureDirectory(env, StatePath("accounting"), 0700, FileOwner{"root", "root"},
-                           "dumps of the accounting database");
+    return Ok();
   }
 
-  // munge (the key on the export), accounting, slurmctld and the accounting dumps.
+  // munge (the key on the export), accounting (the dumps on the export) and slurmctld.
   static Result<ControllerKeys> SetUpSlurm(RoleEnv& env, const Inputs& in) {
-    auto key = slurm::EnsureSharedMungeKey(env, StatePath("munge.key"));
-    if (!key) return Fail(key.error());
-    if (auto s = slurm::EnsureMungeRunning(env, key->changed); !s) return Fail(s.error());
-    if (auto s = ood::SetUpAccounting(env, StatePath("accounting")); !s) return Fail(s.error());
-
     ControllerSetup setup;
     setup.host = in.host;
     setup.addr = in.addr;
@@ -178,23 +172,8 @@ class PortalRole : public Role {
     setup.state_save_location = StatePath("state");
     setup.shared_munge_key = StatePath("munge.key");
     setup.requires_mounts = {ood::kPortalStateDir};
-    setup.accounting = true;
-    auto ctl_key = SetUpSlurmController(env, setup);
-    if (!ctl_key) return Fail(ctl_key.error());
-    if (auto s = ood::EnsureClusterRegistered(env, kOodClusterName); !s) return Fail(s.error());
-
-    if (auto s = EnsureUnitEnabled(env, ood::kAccountingDumpTimer, "timers.target",
-                                   "dumps the accounting database to the state export every "
-                                   "30 minutes");
-        !s) {
-      return Fail(s.error());
-    }
-    if (auto s = EnsureUnitRunning(env, ood::kAccountingDumpTimer, false, "",
-                                   "a replaced portal restores the newest dump");
-        !s) {
-      return Fail(s.error());
-    }
-    return ctl_key;
+    setup.accounting_dumps = slurm::kPortalDumpDir;
+    return SetUpSlurmController(env, setup);
   }
 };
 

@@ -39,9 +39,13 @@ Status WriteRoleRecord(Files& files, const RoleRecord& record) {
 
 Status RetirePreviousRole(RoleEnv& env, const RoleRecord& previous, const std::string& role,
                           const std::vector<std::string>& enabled_now) {
-  if (previous.role == role) return Ok();
-  log::Info("role change: this VM was the {} and is the {} now", previous.role, role);
-  const std::string why = "this VM was the " + previous.role + " and is the " + role + " now";
+  const bool changed = previous.role != role;
+  if (changed) log::Info("role change: this VM was the {} and is the {} now", previous.role, role);
+  const std::string why = changed
+                              ? "this VM was the " + previous.role + " and is the " + role + " now"
+                              : "the " + role +
+                                    "'s last configure enabled it and this one does not "
+                                    "(a setting turned that part off)";
   const std::set<std::string> keep(enabled_now.begin(), enabled_now.end());
   for (const auto& unit : previous.units) {
     if (keep.count(unit)) continue;
@@ -51,7 +55,7 @@ Status RetirePreviousRole(RoleEnv& env, const RoleRecord& previous, const std::s
     });
     if (!s) return s;
   }
-  if (previous.role == ood::kStorageRole && env.files.Exists(nfs::kExportsFile)) {
+  if (changed && previous.role == ood::kStorageRole && env.files.Exists(nfs::kExportsFile)) {
     auto s = env.plan.Do("remove " + std::string(nfs::kExportsFile),
                          why + ": it serves no export any more", [&]() -> Status {
                            if (auto r = env.files.Remove(nfs::kExportsFile); !r) return r;

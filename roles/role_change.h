@@ -1,9 +1,10 @@
-// A VM whose role changes between boots (re-contextualised from storage to worker, from
-// controller to worker): what the role it no longer has left running is undone. Each
-// successful configure records the role and every unit it enabled (kRoleRecordFile); when
-// the next successful configure is of another role, the recorded units that this run did not
-// enable are disabled and stopped, and a former storage VM's NFS exports are removed.
-// Nothing else is touched: data (homes, disks, the Slurm state) stays where it is.
+// What a VM no longer does is undone: its role changed between boots (re-contextualised from
+// storage to worker, from controller to worker), or a setting of the same role turned a part
+// off (ONEAPP_SLURM_ACCOUNTING_ENABLED=NO after YES, the storage's CernVM-FS proxy). Each
+// successful configure records the role and every unit it enabled (kRoleRecordFile); the
+// next successful configure disables and stops the recorded units that it did not enable,
+// and after a role change removes a former storage VM's NFS exports. Nothing else is touched:
+// data (homes, disks, the Slurm state, the accounting database) stays where it is.
 #ifndef ONEHPC_ROLES_ROLE_CHANGE_H_
 #define ONEHPC_ROLES_ROLE_CHANGE_H_
 
@@ -30,8 +31,8 @@ struct RoleRecord {
 Result<std::optional<RoleRecord>> ReadRoleRecord(const Files& files);
 Status WriteRoleRecord(Files& files, const RoleRecord& record);
 
-/// Disables and stops every unit of `previous` that `enabled_now` lacks, and removes the
-/// exports of a former storage VM, each through env.plan. Nothing when the role is the same.
+/// Disables and stops every unit of `previous` that `enabled_now` lacks, and (after a role
+/// change) removes the exports of a former storage VM, each through env.plan.
 Status RetirePreviousRole(RoleEnv& env, const RoleRecord& previous, const std::string& role,
                           const std::vector<std::string>& enabled_now);
 

@@ -41,7 +41,10 @@ RootedProcessRunner::RootedProcessRunner(ProcessRunner& inner, std::string root)
     : inner_(inner), root_(Trimmed(std::move(root))) {}
 
 Result<ProcessResult> RootedProcessRunner::Run(const Command& command) {
-  if (command.argv.empty() || !CommandNamesRoot(command.argv, root_)) {
+  // A program of the tree itself (its path under DIR: a stand-in such as a test's
+  // nvidia-smi) is DIR's, as is any program an argument points at DIR.
+  const bool own_program = !command.argv.empty() && UnderRoot(command.argv[0], root_);
+  if (command.argv.empty() || (!own_program && !CommandNamesRoot(command.argv, root_))) {
     // Only the program's name: its arguments may carry secrets.
     return Fail(Refused(
         "running " + (command.argv.empty() ? std::string("nothing") : "`" + command.argv[0] + "`"),

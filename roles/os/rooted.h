@@ -3,8 +3,9 @@
 // a test under a temporary root never formats this machine's disks, mounts on it, renames it
 // or signals its daemons. Files are already under DIR (Files) and systemctl already works
 // offline (SystemctlSystemd); these cover the rest:
-//  - a program runs only when one of its arguments names DIR ("--root=DIR", "--prefix DIR",
-//    a path under DIR): `hostname x`, `exportfs -r` or `scontrol reconfigure` are refused;
+//  - a program runs only when it is DIR's own (its path is under DIR) or one of its arguments
+//    names DIR ("--root=DIR", "--prefix DIR", a path under DIR): `hostname x`, `exportfs -r`
+//    or `scontrol reconfigure` are refused;
 //  - no block device is listed, probed or found by label (they are this machine's);
 //  - mount tables may be read (read-only), nothing is mounted or unmounted.
 #ifndef ONEHPC_ROLES_OS_ROOTED_H_
@@ -29,7 +30,8 @@ bool CommandNamesRoot(const std::vector<std::string>& argv, const std::string& r
 class RootedProcessRunner : public ProcessRunner {
  public:
   RootedProcessRunner(ProcessRunner& inner, std::string root);
-  /// kInvalidInput, naming the program and the root, unless CommandNamesRoot.
+  /// kInvalidInput, naming the program and the root, unless the program lies under the root
+  /// or CommandNamesRoot.
   Result<ProcessResult> Run(const Command& command) override;
 
  private:

@@ -10,6 +10,8 @@
 #include "roles/host/address.h"
 #include "roles/host/hostname.h"
 #include "roles/names.h"
+#include "roles/slurm/accounting.h"
+#include "roles/slurm/gres.h"
 #include "roles/slurm/key_delivery.h"
 #include "roles/slurm/munge.h"
 #include "roles/slurm/slurm_client.h"
@@ -105,6 +107,16 @@ Result<ControllerKeys> SetUpSlurmController(RoleEnv& env, const ControllerSetup&
                  : slurm::EnsureSharedMungeKey(env, setup.shared_munge_key);
   if (!key) return Fail(key.error());
   if (auto s = slurm::EnsureMungeRunning(env, key->changed); !s) return Fail(s.error());
+  const bool accounting = !setup.accounting_dumps.empty();
+  if (accounting) {
+    if (auto s = EnsureDirectory(env, setup.accounting_dumps, 0700, FileOwner{"root", "root"},
+                                 "dumps of the accounting database");
+        !s) {
+      return Fail(s.error());
+    }
+    // Before slurmctld (re)starts with slurmdbd in its slurm.conf.
+    if (auto s = slurm::SetUpAccounting(env, setup.accounting_dumps); !s) return Fail(s.error());
+  }
 
   // The image may have the packaged slurmd enabled: with our slurm.conf present it would
   // start on the controller and fail (the controller is not a node).
@@ -135,9 +147,12 @@ Result<ControllerKeys> SetUpSlurmController(RoleEnv& env, const ControllerSetup&
   params.max_nodes = setup.max_nodes;
   params.cluster_name = setup.cluster_name;
   params.state_save_location = setup.state_save_location;
-  params.accounting = setup.accounting;
+  params.accounting = accounting;
   params.use_cgroup = cgroups.use_cgroup;
   const std::string slurm_conf = slurm::RenderSlurmConf(params);
+  // A controller configured by a one-hpc without gres.conf (an upgrade) must restart to serve it.
+  const bool gres_added =
+      env.files.Exists(slurm::kSlurmConfPath) && !env.files.Exists(slurm::kGresConfPath);
   auto conf_changed = EnsureConfigFile(
       env, slurm::kSlurmConfPath, slurm_conf,
       "configless cluster of dynamic nodes, MaxNodeCount=" + std::to_string(params.max_nodes));
@@ -145,6 +160,19 @@ Result<ControllerKeys> SetUpSlurmController(RoleEnv& env, const ControllerSetup&
   auto cgroup_changed = EnsureConfigFile(env, slurm::kCgroupConfPath,
                                          slurm::RenderCgroupConf(cgroups.use_cgroup), cgroups.why);
   if (!cgroup_changed) return Fail(cgroup_changed.error());
+  // The node file first: slurmctld parses the Include too and cannot start without it.
+  host::GpuInventory no_gpus;
+  no_gpus.why = "The controller is not a Slurm node: no GPU.";
+  if (auto s = EnsureFile(env, slurm::kGresNodeConfPath, slurm::RenderNodeGresConf(no_gpus), 0644,
+                          std::nullopt, "gres.conf includes it on every host");
+      !s) {
+    return Fail(s.error());
+  }
+  auto gres_changed =
+      EnsureConfigFile(env, slurm::kGresConfPath, slurm::RenderGresConf(),
+                       "each dynamic node describes its own GPUs in " +
+                           std::string(slurm::kGresNodeConfPath) + " (AutoDetect=off)");
+  if (!gres_changed) return Fail(gres_changed.error());
 
   bool dropin_changed = false;
   if (!setup.requires_mounts.empty()) {
@@ -168,7 +196,7 @@ Result<ControllerKeys> SetUpSlurmController(RoleEnv& env, const ControllerSetup&
     return Fail(s.error());
   }
   std::string restart_why;
-  if (*conf_changed || *cgroup_changed) {
+  if (*conf_changed || *cgroup_changed || *gres_changed || gres_added) {
     restart_why =
         "the Slurm configuration changed: a restart keeps the saved state and the "
         "registered nodes (scontrol reconfigure is avoided: it leaves busy dynamic "
@@ -183,6 +211,12 @@ Result<ControllerKeys> SetUpSlurmController(RoleEnv& env, const ControllerSetup&
   }
   if (!env.plan.dry_run()) {
     if (auto s = WaitForSlurmctld(env, setup.host); !s) return Fail(s.error());
+  }
+  if (accounting) {
+    if (auto s = slurm::EnsureClusterRegistered(env, setup.cluster_name); !s) {
+      return Fail(s.error());
+    }
+    if (auto s = slurm::EnsureAccountingDumps(env); !s) return Fail(s.error());
   }
 
   if (auto s = EnsureUnitEnabled(env, slurm::kReconcileTimer, "timers.target",

@@ -43,8 +43,10 @@ struct ControllerSetup {
   std::string shared_munge_key;
   /// Mount points slurmctld must never start without (a drop-in RequiresMountsFor=).
   std::vector<std::string> requires_mounts;
-  /// Accounting through slurmdbd on this host (the caller runs MariaDB and slurmdbd first).
-  bool accounting = false;
+  /// Accounting through slurmdbd on this host with its dumps in this directory (created 0700
+  /// root when missing); "" = no accounting (slurmdbd and the dump timer are then left to
+  /// the retiring of units no longer enabled: roles/role_change.h).
+  std::string accounting_dumps;
 };
 
 /// What a controller hands to its workers (through its key server and OneGate).
@@ -54,9 +56,10 @@ struct ControllerKeys {
   std::string slurm_conf_id;      ///< SlurmConfId of the slurm.conf written
 };
 
-/// Hostname, /etc/hosts, munge key and munged, slurm.conf and cgroup.conf, slurmctld enabled,
-/// (re)started on change and answering, the reconcile timer, the key server's key pair and
-/// socket (roles/slurm/key_delivery.h).
+/// Hostname, /etc/hosts, munge key and munged, accounting (MariaDB, slurmdbd) when asked,
+/// slurm.conf, cgroup.conf and gres.conf, slurmctld enabled, (re)started on change and
+/// answering, the cluster registered for accounting and its dump timer, the reconcile timer,
+/// the key server's key pair and socket (roles/slurm/key_delivery.h).
 Result<ControllerKeys> SetUpSlurmController(RoleEnv& env, const ControllerSetup& setup);
 
 /// Adds SLURM_CONTROLLER_ADDR/HOST, the key server's public key and the munge key's id to

@@ -10,6 +10,7 @@
 #include "roles/host/hostname.h"
 #include "roles/host/machine.h"
 #include "roles/names.h"
+#include "roles/slurm/gres.h"
 #include "roles/slurm/key_delivery.h"
 #include "roles/slurm/munge.h"
 #include "roles/slurm/registration.h"
@@ -201,7 +202,8 @@ Result<ControllerInfo> JoinSlurmCluster(RoleEnv& env, const JoinSetup& setup) {
   if (!mem) return Fail(mem.error());
   unit.cpus = *cpus;
   unit.real_memory_mb = host::RealMemoryMb(*mem);
-  unit.gpus = host::CountGpus(env.files, env.runner);
+  const host::GpuInventory gpus = host::DetectGpus(env.files, env.runner);
+  unit.gres = slurm::NodeGres(gpus);
   log::Info("worker: advertising {} (MemTotal {} MiB, {} MiB kept for the OS)",
             slurm::SlurmdNodeConf(unit), *mem, host::OsMemoryReserveMb(*mem));
   std::string unit_text = slurm::RenderSlurmdUnit(unit);
@@ -209,6 +211,12 @@ Result<ControllerInfo> JoinSlurmCluster(RoleEnv& env, const JoinSetup& setup) {
                             "slurmd as dynamic node " + *name + " of " + ctl->addr + " (" +
                                 slurm::SlurmdNodeConf(unit) + ")");
   if (!written) return Fail(written.error());
+  // Before slurmd starts: the fetched gres.conf includes this file, and slurmd cannot start
+  // without it.
+  auto gres_written =
+      EnsureFile(env, slurm::kGresNodeConfPath, slurm::RenderNodeGresConf(gpus), 0644, std::nullopt,
+                 "this node's GPUs for Slurm (" + gpus.why + ")");
+  if (!gres_written) return Fail(gres_written.error());
   const bool unit_changed = *written;
   if (auto s = DaemonReloadIf(env, unit_changed, "slurmd.service changed"); !s) {
     return Fail(s.error());
@@ -225,6 +233,8 @@ Result<ControllerInfo> JoinSlurmCluster(RoleEnv& env, const JoinSetup& setup) {
   std::string restart_why;
   if (unit_changed) {
     restart_why = "slurmd.service changed";
+  } else if (*gres_written) {
+    restart_why = std::string(slurm::kGresNodeConfPath) + " changed (slurmd reads it at start)";
   } else if (key->changed) {
     restart_why = "the munge key changed";
   } else if (env.files.Exists(slurm::kConfiglessSlurmConf)) {
@@ -337,17 +347,19 @@ Result<ControllerInfo> ControllerFromService(const ServiceInfo& service, int own
     if (!server_key)
       return Fail(server_key.error().WithContext("published by " + controller_role + " VM " +
                                                  std::to_string(node.vm_id)));
-    std::string key_id = vm.Attr(slurm::kAttrMungeKeyId);
-    if (key_id.size() != 32 || key_id.find_first_not_of("0123456789abcdef") != std::string::npos) {
-      return Fail(ErrorKind::kInvalidInput, std::string(slurm::kAttrMungeKeyId) + "='" + key_id +
-                                                "'" + where + " is not 32 lower-case hex digits");
-    }
-    std::string conf_id = vm.Attr(slurm::kAttrSlurmConfId);
-    if (!conf_id.empty() && (conf_id.size() != 32 ||
-                             conf_id.find_first_not_of("0123456789abcdef") != std::string::npos)) {
-      return Fail(ErrorKind::kInvalidInput, std::string(slurm::kAttrSlurmConfId) + "='" + conf_id +
-                                                "'" + where + " is not 32 lower-case hex digits");
-    }
+    auto hex_id = [&](const char* attr, bool optional) -> Result<std::string> {
+      std::string id = vm.Attr(attr);
+      if (optional && id.empty()) return id;
+      if (id.size() != 32 || id.find_first_not_of("0123456789abcdef") != std::string::npos) {
+        return Fail(ErrorKind::kInvalidInput, std::string(attr) + "='" + id + "'" + where +
+                                                  " is not 32 lower-case hex digits");
+      }
+      return id;
+    };
+    auto key_id = hex_id(slurm::kAttrMungeKeyId, false);
+    if (!key_id) return Fail(key_id.error());
+    auto conf_id = hex_id(slurm::kAttrSlurmConfId, true);
+    if (!conf_id) return Fail(conf_id.error());
     std::string addr = vm.Attr(slurm::kAttrControllerAddr);
     if (!host::ParseIpv4(addr)) {
       return Fail(ErrorKind::kInvalidInput, std::string(slurm::kAttrControllerAddr) + "='" + addr +
@@ -362,8 +374,8 @@ Result<ControllerInfo> ControllerFromService(const ServiceInfo& service, int own
     info.addr = addr;
     info.host = host;
     info.key_server_public_key = std::move(*server_key);
-    info.munge_key_id = key_id;
-    info.slurm_conf_id = conf_id;
+    info.munge_key_id = *key_id;
+    info.slurm_conf_id = *conf_id;
     info.nics = vm.nics;
     info.published = vm.user_template;
     return info;

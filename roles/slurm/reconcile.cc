@@ -115,12 +115,18 @@ ReconcileDecision DecideNode(const slurm::SlurmNode& node, const std::set<std::s
   return d;
 }
 
+namespace {
+std::set<std::string> NamesOf(const std::map<std::string, std::string>& publishers) {
+  std::set<std::string> names;
+  for (const auto& [name, vm] : publishers) names.insert(name);
+  return names;
+}
+}  // namespace
+
 Result<std::set<std::string>> PublishedNodeNames(const ServiceInfo& service) {
   auto publishers = NodePublishers(service);
   if (!publishers) return Fail(publishers.error());
-  std::set<std::string> names;
-  for (const auto& [name, vm] : *publishers) names.insert(name);
-  return names;
+  return NamesOf(*publishers);
 }
 
 Result<std::map<std::string, std::string>> NodePublishers(const ServiceInfo& service) {
@@ -176,11 +182,9 @@ Result<ReconcileReport> RunReconcile(const ReconcileOptions& options, OneGateCli
   }
   auto publishers = NodePublishers(*service);
   if (!publishers) return skip(publishers.error().message);
-  std::set<std::string> names;
-  for (const auto& [name, vm] : *publishers) names.insert(name);
-  const std::set<std::string>* published = &names;
-  report.published_names = static_cast<int>(published->size());
-  if (published->empty()) {
+  const std::set<std::string> published = NamesOf(*publishers);
+  report.published_names = static_cast<int>(published.size());
+  if (published.empty()) {
     return skip("no VM of the service has published " + std::string(slurm::kAttrNodeName) + " yet");
   }
 
@@ -205,7 +209,7 @@ Result<ReconcileReport> RunReconcile(const ReconcileOptions& options, OneGateCli
   bool changed = false;
   for (const auto& node : *nodes) {
     auto it = jobs->find(node.name);
-    ReconcileDecision d = DecideNode(node, *published, it == jobs->end() ? kNoJobs : it->second);
+    ReconcileDecision d = DecideNode(node, published, it == jobs->end() ? kNoJobs : it->second);
     if (auto vm = publishers->find(node.name); vm != publishers->end()) d.vm = vm->second;
     bool acts = d.action == Action::kDelete || d.action == Action::kDrain;
     if (acts && clock.Now() - start > options.budget) {

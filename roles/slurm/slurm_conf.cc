@@ -147,13 +147,16 @@ std::string RenderSlurmConf(const SlurmConfParams& p) {
       << "ProctrackType=proctrack/linuxproc\n"
       << "TaskPlugin=task/none\n";
   }
-  o << "JobAcctGatherType=jobacct_gather/none\n";
   if (p.accounting) {
-    o << "# Job records go to slurmdbd on this host (MariaDB, dumped to the state export).\n"
+    // By name, not localhost: sacct and sreport on a worker read this file too.
+    o << "# Job records go to slurmdbd on the controller (MariaDB, dumped every 30 minutes),\n"
+      << "# with each job's memory and CPU use.\n"
+      << "JobAcctGatherType=jobacct_gather/linux\n"
       << "AccountingStorageType=accounting_storage/slurmdbd\n"
-      << "AccountingStorageHost=localhost\n";
+      << "AccountingStorageHost=" << p.controller_host << "\n";
   } else {
-    o << "AccountingStorageType=accounting_storage/none\n";
+    o << "JobAcctGatherType=jobacct_gather/none\n"
+      << "AccountingStorageType=accounting_storage/none\n";
   }
   o << "JobCompType=jobcomp/none\n"
     << "MpiDefault=none\n"

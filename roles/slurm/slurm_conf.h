@@ -30,9 +30,10 @@ struct SlurmConfParams {
   std::string controller_addr;  ///< its address on the service network
   int max_nodes = 100;          ///< MaxNodeCount
   bool use_cgroup = false;
-  int slurmd_timeout = 60;
-  /// Job accounting through slurmdbd on the controller's host (the Open OnDemand portal).
-  bool accounting = false;  ///< seconds until an unresponsive node is marked DOWN
+  int slurmd_timeout = 60;  ///< seconds until an unresponsive node is marked DOWN
+  /// Job accounting through slurmdbd on the controller's host (the Open OnDemand portal, and
+  /// the OneSlurm controller with ONEAPP_SLURM_ACCOUNTING_ENABLED=YES).
+  bool accounting = false;
   // Paths (overridable for tests and the lab; the defaults are Debian's package layout).
   std::string state_save_location = kStateSaveLocation;
   std::string slurmd_spool_dir = kSlurmdSpoolDir;

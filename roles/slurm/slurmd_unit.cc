@@ -9,7 +9,7 @@ namespace onehpc::slurm {
 std::string SlurmdNodeConf(const SlurmdUnitParams& p) {
   std::string conf = "CPUs=" + std::to_string(p.cpus) +
                      " RealMemory=" + std::to_string(p.real_memory_mb) + " Feature=" + kNodeFeature;
-  if (p.gpus > 0) conf += " Gres=gpu:" + std::to_string(p.gpus);
+  if (!p.gres.empty()) conf += " Gres=" + p.gres;
   return conf;
 }
 

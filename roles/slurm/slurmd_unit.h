@@ -13,14 +13,15 @@ struct SlurmdUnitParams {
   std::string controller_addr;
   int cpus = 1;
   long real_memory_mb = 1;
-  int gpus = 0;
+  /// The GRES the node registers with (slurm::NodeGres: "gpu:tesla_t4:2"), "" for none.
+  std::string gres;
   std::string slurmd = "/usr/sbin/slurmd";
   /// Mount points jobs need (Open OnDemand: /home, /opt/software): RequiresMountsFor=, so
   /// that slurmd never starts without them and no job runs with its output lost.
   std::vector<std::string> requires_mounts;
 };
 
-/// `--conf` value: "CPUs=2 RealMemory=1800 Feature=one[ Gres=gpu:N]".
+/// `--conf` value: "CPUs=2 RealMemory=1800 Feature=one[ Gres=gpu[:type]:N]".
 std::string SlurmdNodeConf(const SlurmdUnitParams& params);
 
 /// A complete /etc/systemd/system/slurmd.service replacing the packaged one (whose

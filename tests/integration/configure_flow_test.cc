@@ -316,5 +316,61 @@ TEST_F(ConfigureFlowTest, ARoleChangeDisablesAndStopsTheOldRolesUnits) {
   for (const auto& c : run("now")) EXPECT_EQ(c.find("disable"), std::string::npos) << c;
 }
 
+// The same role with a part turned off (accounting: slurmdbd, MariaDB, the dump timer): what
+// only the last configure enabled is disabled and stopped; turned on again, it is enabled.
+TEST_F(ConfigureFlowTest, APartTurnedOffDisablesAndStopsOnlyItsUnits) {
+  UseRoot();
+  runner_.On({"systemctl"}, [this](const Command& c) {
+    if (c.argv.size() >= 3 && c.argv[1] == "enable") {
+      std::filesystem::create_directories(root_ / "etc/systemd/system/multi-user.target.wants");
+      std::ofstream(root_ / "etc/systemd/system/multi-user.target.wants" / c.argv[2]) << "x";
+    }
+    if (c.argv.size() >= 3 && c.argv[1] == "disable") {
+      std::filesystem::remove(root_ / "etc/systemd/system/multi-user.target.wants" / c.argv[2]);
+    }
+    return ProcessResult{0, 0, false, "", ""};
+  });
+  SystemctlSystemd online(runner_, "");
+  SystemAdapters sys{runner_, files_, online, block_devices_, mounts_, clock_, http_};
+  std::vector<std::string> units;
+  auto run = [&] {
+    ConfigureRequest request;
+    request.context.vars = {{"ONEAPP_ROLE", "controller"}};
+    request.context.origin = "test";
+    request.make_role = [&](const std::string& name) -> std::unique_ptr<Role> {
+      return std::make_unique<UnitsRole>(name, units);
+    };
+    size_t before = runner_.commands().size();
+    ConfigureOutcome out = RunConfigure(request, sys);
+    EXPECT_EQ(out.exit_code, kExitOk) << out.error;
+    std::vector<std::string> cmds;
+    for (size_t i = before; i < runner_.commands().size(); ++i) {
+      std::string line;
+      for (const auto& a : runner_.commands()[i].argv) line += (line.empty() ? "" : " ") + a;
+      cmds.push_back(line);
+    }
+    return cmds;
+  };
+  units = {"slurmctld.service", "slurmdbd.service", "mariadb.service"};
+  run();
+  units = {"slurmctld.service"};
+  auto off = run();
+  auto has = [&](const std::string& c) {
+    return std::find(off.begin(), off.end(), c) != off.end();
+  };
+  for (const char* u : {"slurmdbd.service", "mariadb.service"}) {
+    EXPECT_TRUE(has(std::string("systemctl disable ") + u)) << ::testing::PrintToString(off);
+    EXPECT_TRUE(has(std::string("systemctl --no-block stop ") + u));
+  }
+  EXPECT_FALSE(has("systemctl disable slurmctld.service"));
+  EXPECT_EQ(nlohmann::json::parse(ReadRoot(kRoleRecordFile))["units"],
+            nlohmann::json({"slurmctld.service"}));
+  for (const auto& c : run()) EXPECT_EQ(c.find("disable"), std::string::npos) << c;
+  units = {"slurmctld.service", "slurmdbd.service", "mariadb.service"};
+  auto on = run();
+  EXPECT_NE(std::find(on.begin(), on.end(), "systemctl enable slurmdbd.service"), on.end())
+      << ::testing::PrintToString(on);
+}
+
 }  // namespace
 }  // namespace onehpc

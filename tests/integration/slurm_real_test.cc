@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,6 +16,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -22,10 +24,13 @@
 #include "context/http.h"
 #include "context/onegate.h"
 #include "roles/ensure.h"
+#include "roles/host/machine.h"
 #include "roles/names.h"
 #include "roles/os/files.h"
 #include "roles/os/process.h"
+#include "roles/os/rooted.h"
 #include "roles/os/systemd.h"
+#include "roles/slurm/gres.h"
 #include "roles/slurm/munge.h"
 #include "roles/slurm/reconcile.h"
 #include "roles/slurm/registration.h"
@@ -177,6 +182,14 @@ class Lab {
     p.slurmctld_log_file = dir_ + "/log/slurmctld.log";
     p.slurmd_log_file = dir_ + "/log/slurmd-%n.log";
     std::ofstream(conf()) << slurm::RenderSlurmConf(p);
+    // As on the controller: gres.conf includes each node's own file (no GPU by default).
+    std::ofstream(dir_ + "/etc/gres.conf") << slurm::RenderGresConf(NodeGresConf());
+    WriteNodeGres(host::GpuInventory{{}, "", "no GPU"});
+  }
+  /// The file every lab node's fetched gres.conf includes (one file: the nodes share a disk).
+  std::string NodeGresConf() const { return dir_ + "/etc/gres-node.conf"; }
+  void WriteNodeGres(const host::GpuInventory& gpus) {
+    std::ofstream(NodeGresConf()) << slurm::RenderNodeGresConf(gpus);
   }
 
   bool StartCtld(int max_nodes, bool clean, std::string* why) {
@@ -198,7 +211,7 @@ class Lab {
 
   // A dynamic node in its own netns.
   // A node started again keeps its namespace and address, as a VM keeps its NIC.
-  void StartSlurmd(const std::string& name) {
+  void StartSlurmd(const std::string& name, const std::string& gres = "") {
     auto known = ns_of_.find(name);
     int i = known != ns_of_.end() ? known->second : ++next_ns_;
     ns_of_[name] = i;
@@ -206,9 +219,10 @@ class Lab {
     if (!fs::exists("/run/netns/" + ns)) {
       AddNs(ns, "vh" + std::to_string(i), "10.79.0." + std::to_string(10 + i));
     }
-    slurmds_[name] = Spawn({"nsenter", "--net=/run/netns/" + ns, "slurmd", "-D", "-Z", "-N", name,
-                            "--conf-server", kCtlAddr, "--conf", "RealMemory=500 Feature=one"},
-                           dir_ + "/log/slurmd-" + name + ".out");
+    slurmds_[name] = Spawn(
+        {"nsenter", "--net=/run/netns/" + ns, "slurmd", "-D", "-Z", "-N", name, "--conf-server",
+         kCtlAddr, "--conf", "RealMemory=500 Feature=one" + (gres.empty() ? "" : " Gres=" + gres)},
+        dir_ + "/log/slurmd-" + name + ".out");
   }
   void KillSlurmd(const std::string& name, int sig = SIGKILL) {
     auto it = slurmds_.find(name);
@@ -595,6 +609,66 @@ TEST_F(SlurmRealTest, AChangedSlurmConfReachesABusyDynamicNodeThroughASlurmdRest
   g_lab->Slurm({"scancel", id});
 }
 
+// GPUs on a dynamic node of a configless cluster: the devices one-hpc finds under a root with
+// stand-in device nodes and a stand-in nvidia-smi, written to the node's own file that the
+// served gres.conf includes, bound to jobs by a real slurmd (CUDA_VISIBLE_DEVICES). No GPU
+// here: the device nodes are character devices with /dev/null's numbers.
+TEST_F(SlurmRealTest, ANodesOwnGresFileBindsItsGpusToJobs) {
+  const std::string root = g_lab->dir() + "/gpu-root";
+  fs::create_directories(root + "/dev");
+  fs::create_directories(root + "/usr/bin");
+  for (const char* d : {"/dev/nvidia0", "/dev/nvidia1"}) {
+    ASSERT_EQ(::mknod((root + d).c_str(), S_IFCHR | 0666, makedev(1, 3)), 0) << d;
+  }
+  std::ofstream(root + "/dev/nvidiactl") << "";
+  {
+    std::ofstream smi(root + "/usr/bin/nvidia-smi");
+    smi << "#!/bin/sh\nprintf '0, Tesla T4\\n1, Tesla T4\\n'\n";
+  }
+  ::chmod((root + "/usr/bin/nvidia-smi").c_str(), 0755);
+  Files files(root);
+  RootedProcessRunner rooted(g_lab->runner(), root);
+  host::GpuInventory gpus = host::DetectGpus(files, rooted);
+  ASSERT_EQ(gpus.devices, (std::vector<std::string>{"/dev/nvidia0", "/dev/nvidia1"})) << gpus.why;
+  ASSERT_EQ(gpus.type, "tesla_t4");
+  const std::string gres = slurm::NodeGres(gpus);
+  EXPECT_EQ(gres, "gpu:tesla_t4:2");
+  // The lab's nodes share one disk: the device paths are the stand-ins'.
+  for (auto& d : gpus.devices) d = root + d;
+  g_lab->WriteNodeGres(gpus);
+  const std::string node = "gpu-node";
+  g_lab->StartSlurmd(node, gres);
+  ASSERT_TRUE(WaitState(
+      node, [](const slurm::SlurmNode& x) { return x.BaseState() == "IDLE"; }, milliseconds(15000)))
+      << "see " << g_lab->dir() << "/log/slurmd-" << node << ".log";
+  // Back to no GPU for the nodes that start after this test.
+  g_lab->WriteNodeGres(host::GpuInventory{{}, "", "no GPU"});
+  auto shown = g_lab->Slurm({"scontrol", "show", "node", node});
+  EXPECT_NE(shown.out.find("Gres=gpu:tesla_t4:2"), std::string::npos) << shown.out;
+
+  auto both = g_lab->Slurm({"srun", "-w", node, "--mem=100", "--gres=gpu:tesla_t4:2", "printenv",
+                            "CUDA_VISIBLE_DEVICES"});
+  EXPECT_EQ(both.out, "0,1\n") << both.err;
+  // Two jobs with one GPU each at the same time: one device each.
+  std::vector<std::string> ids;
+  for (int i = 0; i < 2; ++i) {
+    auto job = g_lab->Slurm({"sbatch", "--parsable", "-w", node, "--mem=100", "--gres=gpu:1", "-o",
+                             g_lab->dir() + "/jobs/gpu-%j.out", "--wrap",
+                             "echo $CUDA_VISIBLE_DEVICES; sleep 3"});
+    ASSERT_TRUE(job.ok()) << job.err;
+    ids.push_back(job.out.substr(0, job.out.find_first_of(";\n")));
+  }
+  auto out = [&](const std::string& id) {
+    return ReadAll(g_lab->dir() + "/jobs/gpu-" + id + ".out");
+  };
+  ASSERT_TRUE(
+      WaitFor([&] { return !out(ids[0]).empty() && !out(ids[1]).empty(); }, milliseconds(20000)));
+  const std::set<std::string> seen = {out(ids[0]), out(ids[1])};
+  EXPECT_EQ(seen, (std::set<std::string>{"0\n", "1\n"}));
+  g_lab->KillSlurmd(node);
+  g_lab->Slurm({"scontrol", "delete", "nodename=" + node});
+}
+
 TEST_F(SlurmRealTest, SelfDrainRemovesTheNodeAndStopsSlurmd) {
   g_lab->StartSlurmd("leaving");
   ASSERT_TRUE(WaitFor([] { return g_lab->Registered("leaving"); }, milliseconds(10000)));
@@ -663,7 +737,7 @@ TEST(SlurmdUnitTest, PassesSystemdAnalyzeVerify) {
   p.controller_addr = "10.0.0.5";
   p.cpus = 2;
   p.real_memory_mb = 1800;
-  p.gpus = 1;
+  p.gres = "gpu:tesla_t4:1";
   std::ofstream(dir + "/slurmd.service") << slurm::RenderSlurmdUnit(p);
   Command c;
   c.argv = {"systemd-analyze", "verify", "--man=no", "slurmd.service"};

@@ -5,6 +5,8 @@
 #include <pwd.h>
 #include <sys/stat.h>
 
+#include <algorithm>
+
 #include "common/base64.h"
 #include "common/log.h"
 #include "roles/names.h"
@@ -66,9 +68,11 @@ TEST_F(ControllerTest, Identity) {
   EXPECT_EQ(role_->Name(), "controller");
   EXPECT_EQ(role_->Service(), "OneSlurm");
   auto specs = role_->Settings();
-  ASSERT_EQ(specs.size(), 1u);
+  ASSERT_EQ(specs.size(), 2u);
   EXPECT_EQ(specs[0].name, "ONEAPP_SLURM_MAX_NODES");
   EXPECT_EQ(specs[0].default_value, "100");
+  EXPECT_EQ(specs[1].name, "ONEAPP_SLURM_ACCOUNTING_ENABLED");
+  EXPECT_EQ(specs[1].default_value, "NO");
   auto bad = Settings::Resolve(specs, {{"ONEAPP_SLURM_MAX_NODES", "0"}});
   ASSERT_FALSE(bad);
   EXPECT_NE(bad.error().message.find("ONEAPP_SLURM_MAX_NODES"), std::string::npos);
@@ -166,6 +170,67 @@ TEST_F(ControllerTest, FirstBoot) {
     EXPECT_EQ(v.find(Base64Encode(pair.substr(0, 32))), std::string::npos) << k;
   }
   EXPECT_FALSE(logs.Contains(Base64Encode(pair.substr(0, 32))));  // the secret key: never logged
+}
+
+// Accounting is off unless asked for; on, it is the portal's: MariaDB and slurmdbd before
+// slurmctld restarts with slurmdbd in its slurm.conf, the cluster registered, the dumps on the
+// controller's own disk. Turned off again, slurm.conf goes back to none (the units are retired
+// by the configure flow: tests/integration/configure_flow_test.cc).
+TEST_F(ControllerTest, AccountingIsOffByDefaultAndTheSameAsThePortalsWhenOn) {
+  auto first = Configure();
+  PublishWithReady(*first);
+  for (const auto& c : first->Changes()) {
+    EXPECT_EQ(c.find("slurmdbd"), std::string::npos) << c;
+    EXPECT_EQ(c.find("mariadb"), std::string::npos) << c;
+  }
+  EXPECT_EQ(slurm::SlurmConfValue(m_.Read("/etc/slurm/slurm.conf"), "AccountingStorageType"),
+            "accounting_storage/none");
+  // Every host has the node GPU file the served gres.conf includes.
+  EXPECT_NE(m_.Read("/etc/slurm/gres.conf").find("\nInclude /etc/slurm/gres-node.conf\n"),
+            std::string::npos);
+  EXPECT_TRUE(m_.Exists("/etc/slurm/gres-node.conf"));
+
+  vars_["ONEAPP_SLURM_ACCOUNTING_ENABLED"] = "YES";
+  // An empty database: no table, no dump to restore (the accounting test has the rest).
+  m_.runner.On({"mariadb"}, [](const Command& c) {
+    for (const auto& a : c.argv) {
+      if (a.find("information_schema.tables") != std::string::npos) return Exit(0, "0\n");
+    }
+    return Exit(0, "");
+  });
+  log::Capture logs;
+  auto on = Configure();
+  auto changes = on->Changes();
+  auto at = [&](const std::string& what) {
+    return std::find(changes.begin(), changes.end(), what) - changes.begin();
+  };
+  for (const char* c :
+       {"create /var/lib/one-hpc/accounting-dumps (root:root, 0700)", "enable mariadb.service",
+        "enable slurmdbd.service", "restart slurmctld.service (--no-block)",
+        "sacctmgr add cluster one", "enable one-hpc-accounting-dump.timer"}) {
+    EXPECT_TRUE(Has(changes, c)) << c << "\n" << on->plan.Render();
+  }
+  EXPECT_LT(at("enable slurmdbd.service"), at("restart slurmctld.service (--no-block)"));
+  EXPECT_LT(at("restart slurmctld.service (--no-block)"), at("sacctmgr add cluster one"));
+  const std::string conf = m_.Read("/etc/slurm/slurm.conf");
+  EXPECT_EQ(slurm::SlurmConfValue(conf, "AccountingStorageType"), "accounting_storage/slurmdbd");
+  // By name: sacct on a worker reads the same file.
+  EXPECT_EQ(slurm::SlurmConfValue(conf, "AccountingStorageHost"), "slurm-one-controller");
+  EXPECT_EQ(slurm::SlurmConfValue(conf, "JobAcctGatherType"), "jobacct_gather/linux");
+  auto password = slurm::SlurmConfValue(m_.Read("/etc/slurm/slurmdbd.conf"), "StoragePass");
+  ASSERT_TRUE(password && password->size() == 48);
+  EXPECT_FALSE(logs.Contains(*password));
+  EXPECT_FALSE(on->plan.Render().find(*password) != std::string::npos);
+  for (const auto& c : m_.runner.commands()) {
+    for (const auto& a : c.argv) EXPECT_EQ(a.find(*password), std::string::npos) << a;
+  }
+
+  vars_["ONEAPP_SLURM_ACCOUNTING_ENABLED"] = "NO";
+  auto off = Configure();
+  EXPECT_EQ(slurm::SlurmConfValue(m_.Read("/etc/slurm/slurm.conf"), "AccountingStorageType"),
+            "accounting_storage/none");
+  EXPECT_TRUE(Has(off->Changes(), "restart slurmctld.service (--no-block)"));
+  EXPECT_TRUE(m_.Exists("/etc/slurm/slurmdbd.conf"));  // kept, with the password
 }
 
 TEST_F(ControllerTest, TheClearKeyOfAnEarlierVersionIsErased) {

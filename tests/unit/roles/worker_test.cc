@@ -475,10 +475,25 @@ TEST_F(WorkerTest, NeedsOneGateAndAGpuShowsUp) {
   auto s = role_->Configure(*run.env);
   ASSERT_FALSE(s);
   EXPECT_NE(s.error().message.find("TOKEN=YES"), std::string::npos);
+  // A device node alone is not a GPU: the driver must answer.
   m_.Write("/dev/nvidia0", "");
   RunOk();
-  EXPECT_NE(m_.Read("/etc/systemd/system/slurmd.service").find("Feature=one Gres=gpu:1\""),
+  EXPECT_NE(m_.Read("/etc/systemd/system/slurmd.service").find("Feature=one\""), std::string::npos);
+  EXPECT_EQ(m_.Read("/etc/slurm/gres-node.conf").find("Name=gpu"), std::string::npos);
+  // The driver answers (a stand-in nvidia-smi): the node registers its GPU with its type, and
+  // its own gres.conf lists the device; slurmd restarts for both.
+  m_.Write("/usr/bin/nvidia-smi", "");
+  m_.runner.On({m_.files->HostPath("/usr/bin/nvidia-smi")}, fakes::Exit(0, "0, Tesla T4\n"));
+  auto gpu = RunOk();
+  EXPECT_NE(m_.Read("/etc/systemd/system/slurmd.service").find("Feature=one Gres=gpu:tesla_t4:1\""),
             std::string::npos);
+  EXPECT_NE(
+      m_.Read("/etc/slurm/gres-node.conf").find("\nName=gpu Type=tesla_t4 File=/dev/nvidia0\n"),
+      std::string::npos)
+      << m_.Read("/etc/slurm/gres-node.conf");
+  EXPECT_TRUE(Has(gpu->Changes(), "restart slurmd.service (--no-block)"));
+  // The same again: nothing changes.
+  EXPECT_TRUE(RunOk()->Changes().empty());
 }
 
 }  // namespace

@@ -45,6 +45,14 @@ TEST(RootedTest, RunnerRefusesWhatWouldActOnThisMachine) {
   EXPECT_TRUE(runner.Run(enable));
   ASSERT_EQ(inner.commands().size(), 1u);
   EXPECT_EQ(inner.commands()[0].argv[0], "systemctl");
+  // The tree's own program (a stand-in nvidia-smi under the root) runs; the host's does not.
+  Command smi;
+  smi.argv = {"/tmp/r/usr/bin/nvidia-smi", "--query-gpu=index,name"};
+  EXPECT_TRUE(runner.Run(smi));
+  smi.argv[0] = "/usr/bin/nvidia-smi";
+  EXPECT_FALSE(runner.Run(smi));
+  smi.argv[0] = "/tmp/rx/usr/bin/nvidia-smi";
+  EXPECT_FALSE(runner.Run(smi));
 }
 
 TEST(RootedTest, NoBlockDeviceAndNoMount) {

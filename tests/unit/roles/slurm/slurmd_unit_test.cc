@@ -25,8 +25,8 @@ TEST(SlurmdUnitTest, DynamicNodeUnit) {
   EXPECT_EQ(unit.find("ConditionPathExists"), std::string::npos);
   EXPECT_NE(unit.find("WantedBy=multi-user.target"), std::string::npos);
   EXPECT_EQ(unit.find("RequiresMountsFor"), std::string::npos);  // OneSlurm: none
-  p.gpus = 2;
-  EXPECT_EQ(SlurmdNodeConf(p), "CPUs=4 RealMemory=7000 Feature=one Gres=gpu:2");
+  p.gres = "gpu:tesla_t4:2";
+  EXPECT_EQ(SlurmdNodeConf(p), "CPUs=4 RealMemory=7000 Feature=one Gres=gpu:tesla_t4:2");
 }
 
 TEST(SlurmdUnitTest, OpenOnDemandWorkerNeverStartsWithoutItsMounts) {

@@ -1,5 +1,9 @@
-// Slurm accounting database dumps on the state export, and the restore of the newest
-// complete one into an empty database (a replaced portal gets its accounting back).
+// Slurm accounting: MariaDB and slurmdbd on the controller's host, dumps of the database every
+// 30 minutes, and the restore of the newest complete one into an empty database. One
+// implementation for two services: the Open OnDemand portal (always; the dumps are on the
+// storage role's state export, so a replaced portal gets its accounting back) and the OneSlurm
+// controller (ONEAPP_SLURM_ACCOUNTING_ENABLED=YES; the dumps stay on its own disk, for the
+// operator to copy off or to load into a rebuilt database).
 //
 // Dump: `mariadb-dump --single-transaction --result-file=<temp>` (argv, timeout; the
 // credentials come from the client's option files or the unix-socket login, never from the
@@ -8,10 +12,10 @@
 // `<db>-<YYYYmmddTHHMMSSZ>.sql`, fsync of the directory; then only the `keep` newest dumps
 // (by the timestamp in the name) are kept.
 // Restore: only when the database has no table; the dumps are tried newest first, and one
-// without the trailer (truncated: the portal died mid-dump, the disk filled) is skipped for
+// without the trailer (truncated: the VM died mid-dump, the disk filled) is skipped for
 // the previous complete one; a failed load of a complete dump is an error.
-#ifndef ONEHPC_ROLES_OOD_ACCOUNTING_H_
-#define ONEHPC_ROLES_OOD_ACCOUNTING_H_
+#ifndef ONEHPC_ROLES_SLURM_ACCOUNTING_H_
+#define ONEHPC_ROLES_SLURM_ACCOUNTING_H_
 
 #include <chrono>
 #include <optional>
@@ -25,9 +29,17 @@ namespace onehpc {
 struct RoleEnv;
 }
 
-namespace onehpc::ood {
+namespace onehpc::slurm {
 
 inline constexpr const char* kDumpCompleted = "-- Dump completed";
+/// The OneSlurm controller's dump directory (on its own disk).
+inline constexpr char kControllerDumpDir[] = "/var/lib/one-hpc/accounting-dumps";
+/// The portal's dump directory (on the state export).
+inline constexpr char kPortalDumpDir[] = "/var/lib/one-hpc/portal-state/accounting";
+
+/// The dump directory of the role a VM was configured as ("" when that role keeps no
+/// accounting: `one-hpc accounting-dump` then needs --backup-dir).
+std::string AccountingDumpDir(const std::string& role);
 /// The restore marker (AccountingOptions::restore_marker) on the portal.
 inline constexpr char kRestoreMarker[] = "/var/lib/one-hpc/accounting-restore";
 
@@ -79,13 +91,16 @@ Result<std::optional<std::string>> RestoreNewestComplete(const AccountingOptions
 
 /// MariaDB, the accounting database and its user (a generated password, only in
 /// slurmdbd.conf), the restore of the newest complete dump in `backup_dir` into an empty
-/// database (a replaced portal), then slurmdbd.
+/// database (a replaced portal), then slurmdbd. `backup_dir` must exist.
 Status SetUpAccounting(RoleEnv& env, const std::string& backup_dir);
+
+/// The dump timer enabled and running (after EnsureClusterRegistered).
+Status EnsureAccountingDumps(RoleEnv& env);
 
 /// `cluster` in the accounting database (sacctmgr reads slurm.conf to find slurmdbd, so this
 /// runs after the controller is set up).
 Status EnsureClusterRegistered(RoleEnv& env, const std::string& cluster);
 
-}  // namespace onehpc::ood
+}  // namespace onehpc::slurm
 
-#endif  // ONEHPC_ROLES_OOD_ACCOUNTING_H_
+#endif  // ONEHPC_ROLES_SLURM_ACCOUNTING_H_

@@ -1,6 +1,6 @@
 // Accounting dumps and restore, with a fake mariadb-dump / mariadb (the real round trip is
 // tests/integration/ood_accounting_test.cc).
-#include "roles/ood/accounting.h"
+#include "roles/slurm/accounting.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -14,7 +14,7 @@
 
 #include "tests/fakes/process_runner.h"
 
-namespace onehpc::ood {
+namespace onehpc::slurm {
 namespace {
 
 namespace fs = std::filesystem;
@@ -182,4 +182,4 @@ TEST_F(AccountingTest, BadOptionsAreRefused) {
 }
 
 }  // namespace
-}  // namespace onehpc::ood
+}  // namespace onehpc::slurm

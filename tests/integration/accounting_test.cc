@@ -1,5 +1,7 @@
 // Accounting dump and restore round trip on a real MariaDB: a private mariadbd on a unix
 // socket in a temporary directory (no TCP), skipped when it cannot start.
+#include "roles/slurm/accounting.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -14,9 +16,7 @@
 #include <sstream>
 #include <thread>
 
-#include "roles/ood/accounting.h"
-
-namespace onehpc::ood {
+namespace onehpc::slurm {
 namespace {
 
 namespace fs = std::filesystem;
@@ -213,4 +213,4 @@ TEST_F(MariaDbTest, DumpOfAMissingDatabaseFailsAndLeavesNothing) {
 }
 
 }  // namespace
-}  // namespace onehpc::ood
+}  // namespace onehpc::slurm

@@ -1,4 +1,4 @@
-#include "roles/ood/accounting.h"
+#include "roles/slurm/accounting.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -17,11 +17,12 @@
 #include "common/log.h"
 #include "common/retry.h"
 #include "roles/ensure.h"
+#include "roles/names.h"
 #include "roles/role.h"
 #include "roles/slurm/munge.h"
 #include "roles/slurm/slurm_conf.h"
 
-namespace onehpc::ood {
+namespace onehpc::slurm {
 namespace {
 
 constexpr char kMariaDbUnit[] = "mariadb.service";
@@ -51,9 +52,11 @@ std::string ExistingDbPassword(const std::string& conf) {
   return v ? *v : std::string();
 }
 
-std::string RenderSlurmdbdConf(const std::string& password) {
-  return "# Written by one-hpc (Open OnDemand portal) at every configure; local edits are\n"
-         "# overwritten. The database is dumped to the state export every 30 minutes.\n"
+std::string RenderSlurmdbdConf(const std::string& password, const std::string& backup_dir) {
+  return "# Written by one-hpc at every configure; local edits are overwritten. The database\n"
+         "# is dumped to " +
+         backup_dir +
+         " every 30 minutes.\n"
          "AuthType=auth/munge\n"
          "DbdHost=localhost\n"
          "DbdPort=6819\n"
@@ -380,6 +383,22 @@ Result<std::optional<std::string>> RestoreNewestComplete(const AccountingOptions
   return std::optional<std::string>();
 }
 
+std::string AccountingDumpDir(const std::string& role) {
+  if (role == ood::kPortalRole) return kPortalDumpDir;
+  if (role == kControllerRole) return kControllerDumpDir;
+  return "";
+}
+
+Status EnsureAccountingDumps(RoleEnv& env) {
+  if (auto s = EnsureUnitEnabled(env, kAccountingDumpTimer, "timers.target",
+                                 "dumps the accounting database every 30 minutes");
+      !s) {
+    return s;
+  }
+  return EnsureUnitRunning(env, kAccountingDumpTimer, false, "",
+                           "a database lost or emptied is restored from the newest dump");
+}
+
 // MariaDB, the accounting database and its user, the restore of the newest complete dump
 // into an empty database (a replaced portal), then slurmdbd.
 Status SetUpAccounting(RoleEnv& env, const std::string& backup_dir) {
@@ -467,7 +486,7 @@ Status SetUpAccounting(RoleEnv& env, const std::string& backup_dir) {
     }
   }
 
-  auto conf_changed = EnsureFile(env, kSlurmdbdConf, RenderSlurmdbdConf(password), 0600,
+  auto conf_changed = EnsureFile(env, kSlurmdbdConf, RenderSlurmdbdConf(password, backup_dir), 0600,
                                  kSlurmOwner, "slurmdbd: the accounting database on this host");
   if (!conf_changed) return Fail(conf_changed.error());
   if (auto s =
@@ -527,4 +546,4 @@ Status EnsureClusterRegistered(RoleEnv& env, const std::string& cluster) {
                      });
 }
 
-}  // namespace onehpc::ood
+}  // namespace onehpc::slurm
