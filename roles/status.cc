@@ -196,6 +196,14 @@ StatusReport CollectStatus(const StatusInputs& inputs, const Files& files, Proce
   return report;
 }
 
+std::string ConfigureLogCommand(const std::string& entry) {
+  // one-contextd collects a hook's output and writes it to the journal when the hook ends.
+  if (entry == "one-context") return "journalctl -t one-contextd (written when the hook ends)";
+  if (entry == "reconfigure") return "journalctl -u one-hpc-reconfigure.service";
+  if (entry == "service") return "journalctl -u one-hpc-configure.service";
+  return "the terminal it ran in (one-hpc configure by hand)";
+}
+
 std::string RenderStatus(const StatusReport& r) {
   std::string out;
   auto line = [&](const std::string& text) { out += text + "\n"; };
@@ -207,6 +215,7 @@ std::string RenderStatus(const StatusReport& r) {
     line(fmt::format("last configure:  {} (exit {}, entry {}){}", l.result, l.exit_code, l.entry,
                      l.finished.empty() ? "" : ", finished " + l.finished));
     if (!l.error.empty()) line("  error:         " + l.error);
+    line("  its log:       " + ConfigureLogCommand(l.entry));
   } else {
     line("last configure:  none since boot" +
          (r.last_run_problem.empty() ? std::string() : " (" + r.last_run_problem + ")"));
@@ -269,11 +278,10 @@ nlohmann::json StatusJson(const StatusReport& r) {
   j["role"] = r.role;
   j["service"] = r.service;
   if (r.last_run) {
-    j["last_configure"] = {{"result", r.last_run->result},
-                           {"exit_code", r.last_run->exit_code},
-                           {"entry", r.last_run->entry},
-                           {"error", r.last_run->error},
-                           {"finished", r.last_run->finished}};
+    j["last_configure"] = {
+        {"result", r.last_run->result},     {"exit_code", r.last_run->exit_code},
+        {"entry", r.last_run->entry},       {"error", r.last_run->error},
+        {"finished", r.last_run->finished}, {"log", ConfigureLogCommand(r.last_run->entry)}};
   } else {
     j["last_configure"] = nullptr;
   }

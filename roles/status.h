@@ -79,6 +79,10 @@ struct StatusReport {
 
 StatusReport CollectStatus(const StatusInputs& inputs, const Files& files, ProcessRunner& runner,
                            Clock& clock);
+/// Where the log of a configure run through `entry` is (service, reconfigure, one-context,
+/// cli): the command to read it.
+std::string ConfigureLogCommand(const std::string& entry);
+
 std::string RenderStatus(const StatusReport& report);
 nlohmann::json StatusJson(const StatusReport& report);
 /// 0 when the last configure succeeded and no managed unit failed; 1 otherwise (the report

@@ -35,9 +35,11 @@ Status WaitFor(Systemd& systemd, const std::string& unit, bool want_active, Dura
     if (*active == want_active) return Ok();
     TimePoint now = clock.Now();
     if (now >= deadline) {
+      std::string why = want_active ? systemd.RecentLog(unit, 3) : "";
       return Fail(ErrorKind::kProcess, "unit " + unit + " did not become " +
                                            (want_active ? "active" : "inactive") + " within " +
-                                           std::to_string(timeout.count()) + " ms");
+                                           std::to_string(timeout.count()) + " ms" +
+                                           (why.empty() ? "" : "; its last log lines: " + why));
     }
     clock.SleepFor(std::min(kPollInterval, std::chrono::duration_cast<Duration>(deadline - now)));
   }
@@ -51,6 +53,32 @@ Status Systemd::WaitActive(const std::string& unit, Duration timeout, Clock& clo
 
 Status Systemd::WaitInactive(const std::string& unit, Duration timeout, Clock& clock) {
   return WaitFor(*this, unit, false, timeout, clock);
+}
+
+std::string Systemd::RecentLog(const std::string&, int) { return ""; }
+
+std::string SystemctlSystemd::RecentLog(const std::string& unit, int lines) {
+  if (offline() || !CheckUnit(unit)) return "";
+  Command c;
+  c.argv = {"journalctl", "--no-pager", "-q", "-o", "cat", "-n", std::to_string(lines), "-u", unit};
+  c.timeout = Duration(10000);
+  auto r = runner_.Run(c);
+  if (!r || !r->ok()) return "";
+  std::string joined;
+  size_t b = 0;
+  while (b < r->out.size()) {
+    size_t e = r->out.find('\n', b);
+    if (e == std::string::npos) e = r->out.size();
+    std::string line = r->out.substr(b, e - b);
+    b = e + 1;
+    size_t first = line.find_first_not_of(" \t\r");
+    if (first == std::string::npos) continue;
+    line = line.substr(first, line.find_last_not_of(" \t\r") - first + 1);
+    joined += (joined.empty() ? "" : " | ") + line;
+  }
+  constexpr size_t kMax = 400;
+  if (joined.size() > kMax) joined = "..." + joined.substr(joined.size() - kMax);
+  return log::Redact(joined);
 }
 
 SystemctlSystemd::SystemctlSystemd(ProcessRunner& runner, std::string root)

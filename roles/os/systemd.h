@@ -26,7 +26,12 @@ class Systemd {
   virtual Status StopNoBlock(const std::string& unit) = 0;
   /// systemctl is-active --quiet: true when active.
   virtual Result<bool> IsActive(const std::string& unit) = 0;
-  /// Polls IsActive until true or the timeout passes (kProcess error naming the unit).
+  /// The unit's last `lines` journal lines joined by " | " (at most 400 characters, the end
+  /// kept, secrets redacted), for an error that must say why a daemon did not come up; ""
+  /// when they cannot be read.
+  virtual std::string RecentLog(const std::string& unit, int lines);
+  /// Polls IsActive until true or the timeout passes (kProcess error naming the unit and,
+  /// when it did not become active, its RecentLog).
   Status WaitActive(const std::string& unit, Duration timeout, Clock& clock);
   /// Polls IsActive until false or the timeout passes (kProcess error naming the unit).
   Status WaitInactive(const std::string& unit, Duration timeout, Clock& clock);
@@ -50,6 +55,8 @@ class SystemctlSystemd : public Systemd {
   Status RestartNoBlock(const std::string& unit) override;
   Status StopNoBlock(const std::string& unit) override;
   Result<bool> IsActive(const std::string& unit) override;
+  /// `journalctl --no-pager -q -o cat -n LINES -u UNIT` (10 s timeout); "" under --root.
+  std::string RecentLog(const std::string& unit, int lines) override;
 
  private:
   Status Systemctl(std::vector<std::string> args);

@@ -82,7 +82,12 @@ Status WaitForSlurmctld(RoleEnv& env, const std::string& host) {
         return true;
       });
   if (!up) {
-    return Fail(up.error().WithContext("slurmctld did not start (see journalctl -u slurmctld)"));
+    // The daemon's own words (a refused address, a bad state file, munge down) name the cause.
+    const std::string tail = env.systemd.RecentLog(slurm::kSlurmctldUnit, 3);
+    return Fail(up.error().WithContext(
+        "slurmctld did not start" +
+        (tail.empty() ? std::string() : " (its last log lines: " + tail + ")") +
+        "; see journalctl -u slurmctld"));
   }
   env.plan.Keep("check: scontrol ping", "slurmctld on " + host + " is UP");
   return Ok();

@@ -8,12 +8,14 @@
 # (oneslurm-self-drain) and on the controller's timer (oneslurm-reconcile). One cluster is
 # reused through the phases, in this order:
 #
-#   1  controller + 2 workers come up: READY in OneGate, `sinfo` 2 idle, `srun -N2 hostname`;
+#   1  controller (accounting on) + 2 workers come up: READY in OneGate, `sinfo` 2 idle,
+#      `srun -N2 hostname`, a finished job in `sacct` on the controller and a worker, a dump;
 #      the shipped reconcile timer's schedule (OnBootSec=2min, OnUnitActiveSec=60s).
 #   2  reconcile timer stopped; scale to 4 workers, then graceful poweroff of 3: their nodes
 #      leave `sinfo` within seconds, through self-drain alone.
 #   6  controller reboot (its context now says ONEAPP_SLURM_MAX_NODES=3): same munge key, the
-#      node kept, MaxNodeCount applied; worker reboot: it rejoins.
+#      node kept, MaxNodeCount applied, the accounting of phase 1's job kept; accounting turned
+#      off by a reconfigure (units retired, database kept); worker reboot: it rejoins.
 #   5  node table full: 3 nodes, a 4th worker publishes the table-full ERROR, is not READY.
 #   3  hard removal: a worker running a job is killed (SIGKILL of its PID 1); the reconciler
 #      (timer shortened by a drop-in, SlurmdTimeout=15) drains it with the exact reason while
@@ -113,6 +115,12 @@ node_reason() { ctl scontrol show node "$1" 2>/dev/null | sed -n 's/^ *Reason=\(
 print_sinfo() { ctl sinfo -N -o '%N %6t %10T %E' | sed 's/^/    | /'; }
 # shellcheck disable=SC2317  # invoked indirectly (check, wait_for)
 slurmctld_up() { ctl scontrol ping | grep -q 'is UP'; }
+# acct_state HOST NAME: the state sacct shows on HOST for the job named NAME.
+acct_state() { bl_exec "$1" sacct -n -X -P -S 2020-01-01 --name="$2" -o State 2>/dev/null | head -1; }
+# shellcheck disable=SC2317  # invoked indirectly (check, wait_for)
+acct_completed() { [ "$(acct_state "$1" "$2")" = COMPLETED ]; }
+# shellcheck disable=SC2317  # invoked indirectly (check, wait_for)
+unit_inactive() { [ "$(bl_exec "$1" systemctl is-active "$2" 2>/dev/null)" != active ]; }
 
 # ---- reconciler --------------------------------------------------------------------------------
 
@@ -154,7 +162,7 @@ phase1_up() {
     local t0 out n
     step "1. a service with 1 controller and 2 workers comes up"
     t0=$(_bl_now)
-    new_vm ctl controller || return 1
+    new_vm ctl controller ONEAPP_SLURM_ACCOUNTING_ENABLED=YES || return 1
     new_vm w1 worker ONEAPP_SLURM_JOIN_TIMEOUT=120 || return 1
     new_vm w2 worker ONEAPP_SLURM_JOIN_TIMEOUT=120 || return 1
     say "VMs: controller ${VMID[ctl]} (${IP[ctl]}), workers ${VMID[w1]} (${IP[w1]}), ${VMID[w2]} (${IP[w2]})"
@@ -179,6 +187,24 @@ phase1_up() {
     out=$(ctl timeout 60 srun -N2 hostname 2>&1 | sort | paste -sd' ')
     check "srun -N2 hostname runs on both workers" eq "$out" "$(printf '%s\n' "$(node w1)" "$(node w2)" | sort | paste -sd' ')"
     timing "1: service up (3 VMs booted+configured, srun)" "$(_bl_dt "$t0" "$(_bl_now)")"
+
+    # Accounting (ONEAPP_SLURM_ACCOUNTING_ENABLED=YES): MariaDB and slurmdbd on the controller,
+    # a finished job in sacct there and on a worker (AccountingStorageHost is the controller's
+    # name in the slurm.conf the worker fetched), one dump through the shipped unit.
+    check "controller: mariadb active" eq "$(ctl systemctl is-active mariadb.service)" active
+    check "controller: slurmdbd active" eq "$(ctl systemctl is-active slurmdbd.service)" active
+    check "controller: cluster 'one' registered" eq "$(ctl sacctmgr -n -P list cluster format=cluster)" one
+    out=$(ctl timeout 60 srun -J acct-check -N1 hostname 2>&1)
+    check "srun -J acct-check ran" contains "$out" slurm-one-worker-
+    wait_for 30 acct_completed ctl acct-check
+    check "sacct on the controller: acct-check COMPLETED" eq "$(acct_state ctl acct-check)" COMPLETED
+    check "sacct on worker w1: acct-check COMPLETED" eq "$(acct_state w1 acct-check)" COMPLETED
+    ctl systemctl start one-hpc-accounting-dump.service
+    check "one-hpc-accounting-dump.service succeeded" \
+        eq "$(ctl systemctl show -p Result --value one-hpc-accounting-dump.service)" success
+    check "a complete dump in /var/lib/one-hpc/accounting-dumps" \
+        contains "$(ctl sh -c 'tail -n 1 /var/lib/one-hpc/accounting-dumps/slurm_acct_db-*.sql')" "-- Dump completed"
+    check "accounting dump timer enabled" eq "$(ctl systemctl is-enabled one-hpc-accounting-dump.timer)" enabled
 
     # `one-hpc status` on the real controller: the role, the configure, READY, the managed
     # units, both nodes as the reconciler sees them (kept: published), at the stated cost.
@@ -281,6 +307,26 @@ phase6_reboots() {
     wait_for 60 idle_is 1
     check "srun -w $(node w1) hostname after the controller reboot" \
         eq "$(ctl timeout 60 srun -w "$(node w1)" hostname 2>&1)" "$(node w1)"
+    check "slurmdbd active after the reboot" eq "$(ctl systemctl is-active slurmdbd.service)" active
+    check "sacct after the controller reboot: acct-check still COMPLETED" \
+        eq "$(acct_state ctl acct-check)" COMPLETED
+
+    # Accounting turned off (a reconfigure): slurm.conf without slurmdbd, the units disabled
+    # and stopped, the database kept.
+    echo "ONEAPP_SLURM_ACCOUNTING_ENABLED='NO'" >> "$ctx"
+    ctl systemctl start one-hpc-reconfigure.service
+    check "reconfigure with accounting off succeeded" \
+        eq "$(ctl systemctl show -p Result --value one-hpc-reconfigure.service)" success
+    check "slurm.conf: AccountingStorageType=accounting_storage/none" \
+        eq "$(ctl sed -n 's/^AccountingStorageType=//p' /etc/slurm/slurm.conf)" accounting_storage/none
+    local u
+    for u in slurmdbd.service mariadb.service one-hpc-accounting-dump.timer; do
+        check "accounting off: $u disabled" eq "$(ctl systemctl is-enabled "$u" 2>/dev/null)" disabled
+        wait_for 30 unit_inactive ctl "$u"
+        check "accounting off: $u stopped" unit_inactive ctl "$u"
+    done
+    check "accounting off: the database is kept" ctl test -d /var/lib/mysql/slurm_acct_db
+    check "slurmctld answers with accounting off" wait_for 30 slurmctld_up
 
     say "rebooting worker w1 ($(node w1))"
     t0=$(_bl_now)

@@ -359,10 +359,22 @@ TEST_F(ControllerTest, DryRunTouchesNothing) {
 TEST_F(ControllerTest, SlurmctldThatNeverAnswersFailsWithinTheDeadline) {
   m_.runner.On({"scontrol", "ping"},
                Exit(1, "Slurmctld(primary) at slurm-one-controller is DOWN\n"));
+  // The daemon's own last words go into the error (and so into the published ERROR).
+  m_.runner.On(
+      {"journalctl", "--no-pager", "-q", "-o", "cat", "-n", "3", "-u", "slurmctld.service"},
+      Exit(0,
+           "slurmctld version 22.05.8 started\n"
+           "error: Unable to bind listen port (6817): Address already in use\n"
+           "fatal: slurm_init_msg_engine_port error Address already in use\n"));
   RoleRun run(m_, *role_, vars_, onegate_.get());
   auto s = role_->Configure(*run.env);
   ASSERT_FALSE(s);
   EXPECT_NE(s.error().message.find("journalctl -u slurmctld"), std::string::npos);
+  EXPECT_NE(s.error().message.find("slurmctld did not start (its last log lines: slurmctld version "
+                                   "22.05.8 started | error: Unable to bind listen port (6817): "
+                                   "Address already in use | fatal: "),
+            std::string::npos)
+      << s.error().message;
   EXPECT_TRUE(run.publish.empty());  // READY never goes out with the data
   EXPECT_GE(m_.clock.slept(), Duration(80000));
   EXPECT_LE(m_.clock.slept(), Duration(90000));

@@ -165,6 +165,10 @@ TEST_F(StatusTest, AWorkerWhoseConfigureFailedShowsTheErrorAndAFailedUnitAndExit
   EXPECT_EQ(StatusExitCode(r), 1);
   std::string text = RenderStatus(r);
   EXPECT_THAT(text, HasSubstr("last configure:  failure (exit 5, entry service)"));
+  EXPECT_THAT(text, HasSubstr("  its log:       journalctl -u one-hpc-configure.service\n"));
+  // Run as one-context's hook, the output reaches the journal under one-contextd's name.
+  EXPECT_THAT(ConfigureLogCommand("one-context"), HasSubstr("journalctl -t one-contextd"));
+  EXPECT_EQ(ConfigureLogCommand("reconfigure"), "journalctl -u one-hpc-reconfigure.service");
   EXPECT_THAT(text, HasSubstr("  error:         the controller did not publish its address\n"));
   EXPECT_THAT(text, HasSubstr("one-hpc-configure.service           failed (failed), last result "
                               "exit-code (exit 5)   <- FAILED\n"));

@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "common/log.h"
 #include "tests/fakes/clock.h"
 #include "tests/fakes/process_runner.h"
 
@@ -179,9 +180,38 @@ TEST(SystemdTest, WaitActiveGivesUpAtTheDeadline) {
   ASSERT_FALSE(s);
   EXPECT_EQ(s.error().kind, ErrorKind::kProcess);
   EXPECT_EQ(s.error().message, "unit slurmd.service did not become active within 1200 ms");
-  // Checks at 0, 500, 1000 and at the deadline (1200): never sleeps past it.
+  // Checks at 0, 500, 1000 and at the deadline (1200): never sleeps past it. Then one read
+  // of the unit's journal, which here has nothing to say.
   EXPECT_EQ(clock.slept(), Duration(1200));
-  EXPECT_EQ(runner.commands().size(), 4u);
+  ASSERT_EQ(runner.commands().size(), 5u);
+  EXPECT_EQ(runner.commands()[4].argv,
+            (std::vector<std::string>{"journalctl", "--no-pager", "-q", "-o", "cat", "-n", "3",
+                                      "-u", "slurmd.service"}));
+  EXPECT_EQ(runner.commands()[4].timeout, Duration(10000));
+}
+
+// Why a daemon did not come up: its last log lines, one line, the end kept, secrets redacted.
+TEST(SystemdTest, WaitActiveCarriesTheUnitsLastLogLines) {
+  fakes::FakeProcessRunner runner;
+  runner.On({"systemctl", "is-active"}, Exit(3));
+  runner.On({"journalctl"},
+            fakes::Exit(0,
+                        "starting\n  mysqld: Can't create/write to file (s3cret)\n\n"
+                        "mysqld: Aborting\n"));
+  log::AddSecret("s3cret");
+  SystemctlSystemd systemd(runner);
+  fakes::FakeClock clock;
+  auto s = systemd.WaitActive("mariadb.service", Duration(0), clock);
+  ASSERT_FALSE(s);
+  EXPECT_EQ(s.error().message,
+            "unit mariadb.service did not become active within 0 ms; its last log lines: "
+            "starting | mysqld: Can't create/write to file (<redacted>) | mysqld: Aborting");
+  runner.On({"journalctl"}, fakes::Exit(0, std::string(1000, 'x') + "\n"));
+  std::string tail = systemd.RecentLog("mariadb.service", 3);
+  EXPECT_EQ(tail, "..." + std::string(400, 'x'));
+  // Under --root nothing is read (the journal is this machine's).
+  SystemctlSystemd offline(runner, "/tmp/r");
+  EXPECT_EQ(offline.RecentLog("mariadb.service", 3), "");
 }
 
 TEST(SystemdTest, WaitActiveActiveAtOnceDoesNotSleep) {
