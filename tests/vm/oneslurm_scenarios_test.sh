@@ -5,8 +5,11 @@
 #   4. OneGate failing (503, a hang past the client's timeout, a connection reset) during a
 #      run of the shipped oneslurm-reconcile.service: the run changes nothing (the live worker
 #      stays idle, no drain reason) and says why in its journal;
-#   5. the controller reboots: the same munge key, the node still registered and idle, a job
-#      runs; then a worker reboots: it rejoins under the same name and runs a job;
+#   accounting (issue 17; the controller has ONEAPP_SLURM_ACCOUNTING_ENABLED=YES): a finished
+#      job in sacct on the controller and on the worker;
+#   5. the controller reboots: the same munge key, the job still in sacct, the node still
+#      registered and idle, a job runs; then a worker reboots: it rejoins under the same name
+#      and runs a job;
 #   2. scale 1 -> 4 workers (3 booted together; wall time to all idle), then back to 1 by
 #      graceful poweroffs with the reconcile timer stopped: each node leaves `sinfo` within
 #      seconds, through oneslurm-self-drain alone.
@@ -37,10 +40,19 @@ runs_on() {  # runs_on NODE: a one-node job runs there
 }
 name_worker() { wnode[$1]=$(vm_ssh "$1" 'hostname -s' 2>/dev/null); }
 
-vm_start controller oneslurm controller "$NET.11" 1536 "" || vm_report
+vm_start controller oneslurm controller "$NET.11" 1536 "" ONEAPP_SLURM_ACCOUNTING_ENABLED=YES || vm_report
 vm_start w1 oneslurm worker "$NET.21" 1536 "" || vm_report
 name_worker w1
 if wait_until 120 all_idle w1; then pass "w1: ${wnode[w1]} idle"; else fail "w1 idle" "$(ctl 'sinfo -N' 2>&1)"; vm_report; fi
+
+# ---- accounting (ONEAPP_SLURM_ACCOUNTING_ENABLED=YES): a finished job in sacct -----------------
+acct_state() { vm_ssh "$1" 'sacct -n -X -P -S 2020-01-01 --name=acct-vm -o State' 2>/dev/null | head -n1; }
+acct_done() { [ "$(acct_state controller)" = COMPLETED ]; }
+ctl 'timeout 100 srun -J acct-vm -N1 hostname -s' >/dev/null 2>&1
+if wait_until 60 acct_done; then pass "accounting: the finished job acct-vm is COMPLETED in sacct on the controller"
+else fail "accounting: acct-vm COMPLETED in sacct on the controller" "$(ctl 'systemctl status slurmdbd mariadb --no-pager; sacct -a' 2>&1 | tail -n 20)"; fi
+if [ "$(acct_state w1)" = COMPLETED ]; then pass "accounting: sacct on the worker w1 shows it too"
+else fail "accounting: sacct on the worker w1 shows acct-vm" "$(vm_ssh w1 'sacct -a' 2>&1 | tail -n 5)"; fi
 
 # ---- 4. OneGate failing during a reconcile: nothing changes ---------------------------------------
 ctl 'systemctl stop oneslurm-reconcile.timer' >/dev/null 2>&1   # only our runs, at known times
@@ -87,6 +99,8 @@ if wait_until 600 configured controller; then
     pass "controller rebooted and configured again ($(secs_since_ms "$t0") s)"
 else fail "controller rebooted and configured again" "$(tail -n 20 "$work/controller.console")"; fi
 key_after=$(ctl 'sha256sum /etc/munge/munge.key' | cut -d' ' -f1)
+if wait_until 60 acct_done; then pass "accounting: acct-vm is still in sacct after the controller's reboot"
+else fail "accounting: acct-vm still in sacct after the controller's reboot" "$(ctl 'systemctl status slurmdbd mariadb --no-pager' 2>&1 | tail -n 20)"; fi
 if [ -n "$key_before" ] && [ "$key_after" = "$key_before" ]; then pass "the controller keeps its munge key across the reboot"
 else fail "the controller keeps its munge key across the reboot" "before $key_before, after $key_after"; fi
 if wait_until 120 all_idle w1 && runs_on "${wnode[w1]}"; then
