@@ -16,13 +16,13 @@ export CCACHE_NOHASHDIR := 1
 export CCACHE_MAXSIZE ?= 5G
 
 # Debian 12 packages: build, test (real components), lab.
-DEPS_BUILD := cmake g++ make pkg-config libcurl4-openssl-dev nlohmann-json3-dev libspdlog-dev \
+DEPS_BUILD := cmake g++ make pkg-config libcurl4-openssl-dev libssl-dev nlohmann-json3-dev libspdlog-dev \
   libfmt-dev libexpected-dev libcli11-dev libblkid-dev libmount-dev libgtest-dev libgmock-dev \
   libcpp-httplib-dev clang libclang-rt-14-dev libyaml-cpp-dev libsodium-dev ccache \
   clang-format
 DEPS_TEST := util-linux e2fsprogs xfsprogs dosfstools fdisk cryptsetup-bin lvm2 systemd \
   iproute2 procps nfs-kernel-server python3 python3-jsonschema shellcheck packer openssh-client \
-  mariadb-server mariadb-client squid lintian man-db
+  mariadb-server mariadb-client squid lintian man-db apache2 libapache2-mod-authnz-external pwauth curl
 DEPS_LAB := systemd-container debootstrap munge slurmctld slurmd slurm-client
 DEPS := $(DEPS_BUILD) $(DEPS_TEST) $(DEPS_LAB)
 
@@ -30,13 +30,18 @@ DEPS := $(DEPS_BUILD) $(DEPS_TEST) $(DEPS_LAB)
 
 all: build
 
-# Installs only what is missing (fast when everything is there).
+# Installs only what is missing (fast when everything is there). No daemon of these packages
+# (Apache, MariaDB, Squid, NFS...) is started by the installation: the tests start their own,
+# in namespaces or on loopback (a policy-rc.d is put in place for the install when none exists).
 deps:
 	@missing=$$(dpkg-query -W -f='$${Package} $${Status}\n' $(DEPS) 2>/dev/null | \
 	  awk '$$NF=="installed"{print $$1}' | sort | comm -13 - <(printf '%s\n' $(DEPS) | sort)); \
 	if [ -n "$$missing" ]; then \
 	  echo "installing: $$missing"; \
+	  policy=; if [ ! -e /usr/sbin/policy-rc.d ]; then policy=/usr/sbin/policy-rc.d; \
+	    printf '#!/bin/sh\nexit 101\n' > $$policy; chmod 0755 $$policy; fi; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+	  rc=$$?; if [ -n "$$policy" ]; then rm -f $$policy; fi; exit $$rc; \
 	else echo "all build and test packages are installed"; fi
 
 build:

@@ -12,7 +12,9 @@
 #                                 mariadb-server for the controller's optional accounting
 #                          ood:   the Debian parts of the Open OnDemand roles: the Slurm set
 #                                 plus nfs-kernel-server, nfs-common,
-#                                 squid (the storage role's CernVM-FS proxy)
+#                                 squid (the storage role's CernVM-FS proxy), apache2 with
+#                                 libapache2-mod-authnz-external and pwauth (the portal's
+#                                 login; pwauth is then executable by root and www-data only)
 #                                 (OnDemand itself comes from OSC's apt repository, not here)
 #                          all:   both;  none (default): no role packages
 #   --deb PATH           install one-hpc's .deb (apt-get install PATH, so its dependencies
@@ -33,12 +35,12 @@ PRESET_FILE=$PRESET_DIR/20-one-hpc.preset
 POLICY_RC=/usr/sbin/policy-rc.d
 
 SLURM_PACKAGES="munge slurmd slurmctld slurm-client slurmdbd mariadb-server"
-OOD_PACKAGES="$SLURM_PACKAGES nfs-kernel-server nfs-common squid"
+OOD_PACKAGES="$SLURM_PACKAGES nfs-kernel-server nfs-common squid apache2 libapache2-mod-authnz-external pwauth"
 
 # Units one-hpc starts per role; they stay off in the image. Names that are not installed
 # are harmless in a preset file.
 ROLE_UNITS="munge.service slurmctld.service slurmd.service slurmdbd.service mariadb.service
-nfs-server.service squid.service"
+nfs-server.service squid.service apache2.service apache-htcacheclean.service"
 # one-hpc's own per-role units (reconcile timers, shutdown hooks, ...) are matched by the name
 # patterns one-hpc-* and oneslurm-* below; every unit the one-hpc package ships is also
 # listed by name once it is installed.
@@ -144,6 +146,14 @@ if [ -n "$packages" ] || [ -n "$deb" ]; then
         # shellcheck disable=SC2086
         apt-get install $APT_OPTS "$deb"
     fi
+fi
+
+# ---- pwauth checks any local user's password as root: only Apache (group www-data) may run
+# it, so that no local user can use it to guess another's password. A statoverride survives
+# upgrades of the package.
+if [ -e /usr/sbin/pwauth ] && ! dpkg-statoverride --list /usr/sbin/pwauth >/dev/null 2>&1; then
+    log "pwauth: root:www-data 4750"
+    dpkg-statoverride --update --add root www-data 4750 /usr/sbin/pwauth
 fi
 
 # ---- apply the presets to what is installed ----------------------------------------------

@@ -9,7 +9,9 @@
 #include "roles/names.h"
 #include "roles/nfs/client_mounts.h"
 #include "roles/ood/accounts.h"
+#include "roles/ood/certificate.h"
 #include "roles/ood/ood_yaml.h"
+#include "roles/ood/portal_login.h"
 #include "roles/ood/settings.h"
 #include "roles/ood/users.h"
 #include "roles/slurm/accounting.h"
@@ -70,6 +72,13 @@ class PortalRole : public Role {
 
     auto key = SetUpSlurm(env, *in);
     if (!key) return Fail(key.error());
+    // ---- the web front: the certificate (kept on the state export) and the login
+    if (auto s =
+            ood::EnsurePortalCertificate(env, in->servername, in->public_ip, ood::kPortalStateDir);
+        !s) {
+      return s;
+    }
+    if (auto s = ood::EnsurePortalLogin(env, *users); !s) return s;
     if (auto s = ood::WriteOodConfig(env, in->servername, in->clusters); !s) return s;
 
     if (auto s = PublishController(env, in->host, in->addr, *key); !s) return s;
@@ -90,6 +99,7 @@ class PortalRole : public Role {
     std::string host = kPortalDefaultHostname;
     std::string addr;        ///< compute address
     std::string servername;  ///< the public name of the portal
+    std::string public_ip;   ///< the first NIC's address (in the self-signed certificate)
     std::vector<ood::ClusterYamlInput> clusters;
   };
 
@@ -125,8 +135,9 @@ class PortalRole : public Role {
     if (!nic) return Fail(nic.error());
     in.addr = nic->nic.ip;
     log::Info("portal: compute address {} ({})", in.addr, nic->how);
+    in.public_ip = host::ContextNics(env.context.vars).front().ip;
     in.servername = env.settings.GetString(ood::kPortalHostName);
-    if (in.servername.empty()) in.servername = host::ContextNics(env.context.vars).front().ip;
+    if (in.servername.empty()) in.servername = in.public_ip;
     ood::ClusterYamlInput own;
     own.id = ood::kOwnClusterId;
     own.title = "Open OnDemand cluster";

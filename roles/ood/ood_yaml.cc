@@ -7,13 +7,17 @@
 
 #include "common/log.h"
 #include "roles/ensure.h"
+#include "roles/ood/portal_login.h"
 #include "roles/ood/settings.h"
 #include "roles/role.h"
 
 namespace onehpc::ood {
 namespace {
 
-constexpr char kPamService[] = "/etc/pam.d/ood";
+// Written by one-hpc before the portal logged in through pwauth (Apache as www-data could
+// not read /etc/shadow through it): removed when found with our header.
+constexpr char kOldPamService[] = "/etc/pam.d/ood";
+constexpr char kOldPamHeader[] = "# Written by one-hpc";
 
 tl::unexpected<Error> Invalid(const std::string& message) {
   return Fail(ErrorKind::kInvalidInput, message);
@@ -73,9 +77,6 @@ Result<std::string> RenderPortalYaml(const PortalYamlInput& in) {
   if (!IsSingleLine(in.host_regex)) {
     return Invalid("ood_portal.yml: host_regex must be a single line");
   }
-  if (!IsValidId(in.pam_service)) {
-    return Invalid("ood_portal.yml: the PAM service must be a lower-case identifier");
-  }
   const std::string cert = fmt::format("{}/{}.crt", in.ssl_dir, in.servername);
   const std::string key = fmt::format("{}/{}.key", in.ssl_dir, in.servername);
 
@@ -92,12 +93,13 @@ Result<std::string> RenderPortalYaml(const PortalYamlInput& in) {
   Str(out, "rnode_uri", "/rnode");
   Str(out, "user_map_match", "^([^@]+)$");
   Str(out, "pun_pre_hook_root_cmd", in.pun_pre_hook_root_cmd);
-  // Authentication: the portal's local accounts through PAM (HTTP Basic, over TLS only).
-  out << YAML::Key << "auth" << YAML::Value << YAML::BeginSeq << YAML::DoubleQuoted
-      << "AuthType Basic" << YAML::DoubleQuoted << "AuthName \"Open OnDemand\""
-      << YAML::DoubleQuoted << "AuthBasicProvider PAM" << YAML::DoubleQuoted
-      << fmt::format("AuthPAMService {}", in.pam_service) << YAML::DoubleQuoted
-      << "Require valid-user" << YAML::EndSeq;
+  // Authentication: HTTP Basic over TLS, checked by pwauth (roles/ood/portal_login.h).
+  out << YAML::Key << "auth" << YAML::Value << YAML::BeginSeq;
+  for (const auto& line : PortalAuthLines()) out << YAML::DoubleQuoted << line;
+  out << YAML::EndSeq;
+  out << YAML::Key << "custom_vhost_directives" << YAML::Value << YAML::BeginSeq;
+  for (const auto& line : PortalVhostDirectives()) out << YAML::DoubleQuoted << line;
+  out << YAML::EndSeq;
   Str(out, "logout_redirect", "/pun/sys/dashboard/logout");
   out << YAML::EndMap;
   return Finish(out);
@@ -139,7 +141,6 @@ Result<std::string> RenderClusterYaml(const ClusterYamlInput& in) {
     Str(out, "submit_host", in.submit_host);
     out << YAML::Key << "strict_host_checking" << YAML::Value << true;
   }
-  out << YAML::Key << "copy_environment" << YAML::Value << false;
   out << YAML::EndMap;  // job
   if (!in.batch_only) {
     out << YAML::Key << "batch_connect" << YAML::Value << YAML::BeginMap;
@@ -196,12 +197,15 @@ Status WriteOodConfig(RoleEnv& env, const std::string& servername,
       !s) {
     return Fail(s.error());
   }
-  if (auto s = EnsureFile(env, kPamService,
-                          "# Written by one-hpc: Open OnDemand authenticates the local users\n"
-                          "@include common-auth\n@include common-account\n",
-                          0644, std::nullopt, "the portal's login checks the local accounts");
-      !s) {
-    return Fail(s.error());
+  auto old_pam = env.files.ReadIfExists(kOldPamService);
+  if (!old_pam) return Fail(old_pam.error());
+  if (*old_pam && old_pam->value().rfind(kOldPamHeader, 0) == 0) {
+    if (auto s = env.plan.Do(std::string("remove ") + kOldPamService,
+                             "the portal's login goes through pwauth's PAM service now",
+                             [&] { return env.files.Remove(kOldPamService); });
+        !s) {
+      return s;
+    }
   }
   std::string dir = std::string(kOodConfigDir) + "/clusters.d";
   for (const auto& c : clusters) {

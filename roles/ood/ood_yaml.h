@@ -22,19 +22,18 @@ namespace onehpc::ood {
 
 inline constexpr const char* kOodConfigDir = "/etc/ood/config";
 inline constexpr const char* kOwnClusterId = "ood";
+/// Apache's certificate and key: <dir>/<servername>.crt and .key.
+inline constexpr const char* kOodSslDir = "/etc/ood/ssl";
 
 struct PortalYamlInput {
-  std::string servername;                ///< DNS name or IPv4 address
-  std::string ssl_dir = "/etc/ood/ssl";  ///< certificate <dir>/<servername>.crt and .key
+  std::string servername;            ///< DNS name or IPv4 address
+  std::string ssl_dir = kOodSslDir;  ///< certificate <dir>/<servername>.crt and .key
   /// Executable run as root with `--user <name>` before each PUN starts (home creation).
   std::string pun_pre_hook_root_cmd = "/usr/libexec/one-hpc/one-hpc-home-create";
   /// Hosts the portal may proxy to (/node, /rnode): the service's workers by their node names
   /// (ood-worker-<VMID>), never an address, so that no portal user reaches the storage VM,
   /// slurmctld, slurmdbd, the front-end or anything else on a private network through them.
   std::string host_regex = "ood-worker-[0-9]+";
-  /// PAM service Apache authenticates with (mod_authnz_pam, HTTP Basic over TLS) against
-  /// the portal's local accounts from ONEAPP_AUTH_LOCAL_USERS: no directory server.
-  std::string pam_service = "ood";
 };
 
 struct ClusterYamlInput {
@@ -65,8 +64,9 @@ Result<std::vector<ClusterYamlInput>> ClustersFromSettings(const Settings& setti
 /// True for a DNS name or dotted IPv4 address (letters, digits, '-', '.').
 bool IsValidHostName(const std::string& host);
 
-/// ood_portal.yml (0600), the PAM service of the portal's login, one clusters.d file per
-/// cluster, and the removal of the site cluster's file when the site cluster is switched off.
+/// ood_portal.yml (0600), one clusters.d file per cluster, and the removal of the site
+/// cluster's file when the site cluster is switched off (and of the PAM service an earlier
+/// one-hpc wrote for the portal's login).
 Status WriteOodConfig(RoleEnv& env, const std::string& servername,
                       const std::vector<ClusterYamlInput>& clusters);
 

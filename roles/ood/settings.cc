@@ -75,8 +75,26 @@ std::vector<SettingSpec> PortalSettings() {
   cluster.pattern = "[a-z][a-z0-9_-]{0,31}";
   cluster.expected = "a lower-case identifier such as site or hpc2";
 
+  SettingSpec chain;
+  chain.name = kPortalCertChain;
+  chain.type = SettingType::kText64;
+  chain.description =
+      "Base64 of the portal's PEM certificate, then its intermediates; it must cover "
+      "ONEAPP_PORTAL_HOST_NAME. Empty: a self-signed certificate, made once and kept with the "
+      "Slurm state, so that a replaced portal presents the same one.";
+  chain.roles = {kPortalRole};
+
+  SettingSpec key;
+  key.name = kPortalCertKey;
+  key.type = SettingType::kText64;
+  key.secret = true;
+  key.description =
+      "Base64 of the unencrypted PEM private key of ONEAPP_PORTAL_CERTIFICATE_CHAIN. Portal "
+      "only: the storage VM and the workers refuse to start with it in their context.";
+  key.roles = {kPortalRole};
+
   std::vector<SettingSpec> specs = {
-      users, host, site, site_host, title, cluster, ComputeNetworkSetting()};
+      users, host, chain, key, site, site_host, title, cluster, ComputeNetworkSetting()};
   for (auto& spec : SharedNfsSettings()) specs.push_back(spec);
   // The service template sets it to the workers' max_vms.
   specs.push_back(MaxNodesSetting(kPortalRole));

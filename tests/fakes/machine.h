@@ -93,6 +93,12 @@ class FakeMachine {
     return std::string(std::istreambuf_iterator<char>(in), {});
   }
   bool Exists(const std::string& path) const { return fs::exists(root + path); }
+  /// The permission bits of a file (0 when it is missing).
+  unsigned Mode(const std::string& path) const {
+    std::error_code ec;
+    auto st = fs::status(root + path, ec);
+    return ec ? 0u : static_cast<unsigned>(st.permissions()) & 07777u;
+  }
   /// Argvs of the commands run, excluding the read-only systemctl is-active probes.
   std::vector<std::string> Changes() const {
     std::vector<std::string> out;

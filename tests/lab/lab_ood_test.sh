@@ -127,6 +127,7 @@ new_vm() {
 }
 node() { echo "ood-worker-${VMID[$1]}"; }
 PORTAL=portal          # the container that is the portal now (phase 3 replaces it)
+PORTAL_NAME=ood.lab.test   # ONEAPP_PORTAL_HOST_NAME: the certificate's name
 P() { bl_exec "$PORTAL" "$@"; }
 as_alice() { P runuser -u alice -- "$@"; }
 # submit SBATCH_OPTIONS... : sbatch as alice in her home; prints the job id (stderr to a log).
@@ -162,6 +163,11 @@ pw_locked() { case $1 in '!'*|'*'*) return 0;; esac; echo "        shadow field 
 unit_active() { [ "$(bl_exec "$1" systemctl is-active "$2")" = active ]; }
 # shellcheck disable=SC2317  # invoked indirectly (check, wait_for)
 unit_enabled() { [ "$(bl_exec "$1" systemctl is-enabled "$2")" = enabled ]; }
+# The portal's certificate names NAME (read on the host: openssl is not in the image).
+# shellcheck disable=SC2317  # invoked indirectly (check)
+cert_covers() {
+    P cat "/etc/ood/ssl/$1.crt" | openssl x509 -noout -checkhost "$1" 2>/dev/null | grep -q 'does match'
+}
 # A file in a container: its sha256 ("" when missing).
 sha_in() { bl_exec "$1" sha256sum "$2" 2>/dev/null | cut -d' ' -f1; }
 # The first timer run can be before configure started the timer's chain: run the service once
@@ -261,7 +267,7 @@ phase1_up() {
     step "1. portal + 2 workers come up; alice's job runs on both workers and writes her home"
     t0=$(_bl_now)
     new_vm portal portal ONEAPP_ROLE=portal "ONEAPP_NFS_HOST=${IP[sto]}" \
-        "ONEAPP_AUTH_LOCAL_USERS=$USERS" || return 1
+        "ONEAPP_AUTH_LOCAL_USERS=$USERS" "ONEAPP_PORTAL_HOST_NAME=$PORTAL_NAME" || return 1
     # ONEAPP_AUTH_LOCAL_USERS is the portal's only (a worker refuses it): the workers take
     # the users from the portal's OOD_USERS.
     for n in w1 w2; do
@@ -295,6 +301,17 @@ phase1_up() {
         eq "$(P sed -n 's/^StateSaveLocation=//p' /etc/slurm/slurm.conf)" "$PORTAL_STATE/state"
     check "portal: munge key kept in $PORTAL_STATE/munge.key (same bytes as /etc/munge/munge.key)" \
         eq "$(sha256sum < "$NFS_DIR/slurm/munge.key" | cut -d' ' -f1)" "$(sha_in portal /etc/munge/munge.key)"
+    check "portal: its self-signed certificate kept on the state export" \
+        eq "$(sha_in portal "/etc/ood/ssl/$PORTAL_NAME.crt")" "$(sha256sum < "$NFS_DIR/slurm/ssl/portal.crt" | cut -d' ' -f1)"
+    check "portal: the certificate covers $PORTAL_NAME" cert_covers "$PORTAL_NAME"
+    check "portal: the TLS key is root's alone (0600)" \
+        eq "$(P stat -c %a:%U "/etc/ood/ssl/$PORTAL_NAME.key")" "600:root"
+    check "portal: pwauth admits the listed users only (/etc/one-hpc/portal-users: alice bob)" \
+        eq "$(P cat /etc/one-hpc/portal-users | tr '\n' ' ')" "alice bob "
+    check "portal: pwauth runs for root and www-data only (4750 root:www-data)" \
+        eq "$(P stat -c %a:%U:%G /usr/sbin/pwauth)" "4750:root:www-data"
+    check "portal: mod_ssl and mod_authnz_external enabled" \
+        P test -e /etc/apache2/mods-enabled/ssl.load -a -e /etc/apache2/mods-enabled/authnz_external.load
     check "portal: one-hpc-accounting-dump.timer enabled" unit_enabled portal one-hpc-accounting-dump.timer
     check "portal: slurmdbd active" unit_active portal slurmdbd.service
     check "portal: oneslurm-reconcile.timer active" unit_active portal oneslurm-reconcile.timer
@@ -385,7 +402,7 @@ phase2_reboot() {
 }
 
 phase3_replace() {
-    local t0 job_done key_before dumps_before old n other
+    local t0 job_done key_before cert_before dumps_before old n other
     step "3. portal replaced: new VM, new address; key, queue and accounting kept; workers follow"
     job_done=$(submit --wait -J lab-done --wrap true | head -1)
     check "a job of alice ran to its end ($job_done)" is_id "$job_done" || return 1
@@ -396,6 +413,7 @@ phase3_replace() {
     check "a new dump in $PORTAL_STATE/accounting" \
         test "$(find "$NFS_DIR/slurm/accounting" -type f 2>/dev/null | wc -l)" -gt "$dumps_before"
     key_before=$(sha256sum < "$NFS_DIR/slurm/munge.key" | cut -d' ' -f1)
+    cert_before=$(sha_in portal "/etc/ood/ssl/$PORTAL_NAME.crt")
 
     old=$PORTAL
     say "SIGKILL to the PID 1 of $old (VM ${VMID[$old]}); terminated in OneGate"
@@ -405,7 +423,7 @@ phase3_replace() {
     t0=$(_bl_now)
     sim POST "/_sim/services/$SERVICE/scale" '{"role":"portal","cardinality":1}' >/dev/null
     new_vm portal2 portal ONEAPP_ROLE=portal "ONEAPP_NFS_HOST=${IP[sto]}" \
-        "ONEAPP_AUTH_LOCAL_USERS=$USERS" || return 1
+        "ONEAPP_AUTH_LOCAL_USERS=$USERS" "ONEAPP_PORTAL_HOST_NAME=$PORTAL_NAME" || return 1
     PORTAL=portal2
     say "new portal VM ${VMID[portal2]} (${IP[portal2]})"
     boot_vms 300 portal2 || return 1
@@ -416,6 +434,8 @@ phase3_replace() {
     check "new portal: published SLURM_CONTROLLER_ADDR=${IP[portal2]}" \
         eq "$(sim_attr "${VMID[portal2]}" SLURM_CONTROLLER_ADDR)" "${IP[portal2]}"
     check "same munge key bytes (kept in $PORTAL_STATE)" eq "$(sha_in portal2 /etc/munge/munge.key)" "$key_before"
+    check "new portal: the same certificate as the old one (kept in $PORTAL_STATE/ssl)" \
+        eq "$(sha_in portal2 "/etc/ood/ssl/$PORTAL_NAME.crt")" "$cert_before"
     wait_for 30 slurmctld_up
     check "new portal: job $JOB_RUN RUNNING" job_state_is "$JOB_RUN" RUNNING
     check "new portal: job $JOB_PEND PENDING" job_state_is "$JOB_PEND" PENDING

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "roles/host/address.h"
+#include "roles/ood/portal_login.h"
 #include "roles/ood/settings.h"
 #include "roles/ood/users.h"
 #include "roles/ood_worker.h"
@@ -28,6 +29,9 @@ class PortalPlanTest : public ::testing::Test {
     m_.Write("/etc/passwd", "root:x:0:0:root:/root:/bin/bash\n");
     m_.Write("/etc/group", "root:x:0:\n");
     m_.Write("/etc/shadow", "root:*:19000:0:99999:7:::\n");
+    for (const auto& mod : ood::PortalApacheModules()) {
+      m_.Write("/etc/apache2/mods-available/" + mod + ".load", "LoadModule x\n");
+    }
     // One NIC (without OneGate, several need ONEAPP_COMPUTE_NETWORK or a NIC named compute).
     vars_ = {{"ETH0_IP", "10.0.1.23"},
              {"ETH0_MASK", "24"},
@@ -54,6 +58,10 @@ TEST_F(PortalPlanTest, HomesStateAndSoftwareFromTheStorageVm) {
   EXPECT_THAT(plan, HasSubstr("mount 10.0.1.5:/export/slurm on /var/lib/one-hpc/portal-state"));
   EXPECT_THAT(plan, HasSubstr("mount 10.0.1.5:/export/software on /opt/software"));
   EXPECT_THAT(plan, HasSubstr("/var/lib/one-hpc/portal-state/munge.key"));
+  EXPECT_THAT(plan, HasSubstr("write /var/lib/one-hpc/portal-state/ssl/portal.key"));
+  EXPECT_THAT(plan, HasSubstr("write /etc/ood/ssl/10.0.1.23.crt"));
+  EXPECT_THAT(plan, HasSubstr("write /etc/pam.d/pwauth"));
+  EXPECT_THAT(plan, HasSubstr("a2enmod ssl socache_shmcb authnz_external"));
   // A plan changes nothing: no command ran, no file was written.
   EXPECT_TRUE(m_.Changes().empty()) << ::testing::PrintToString(m_.Changes());
   EXPECT_FALSE(m_.Exists("/etc/systemd/system/home.mount"));

@@ -46,12 +46,16 @@ TEST(OodYamlTest, PortalParsesBackWithTheExpectedValues) {
   ASSERT_EQ(doc["auth"].size(), 5u);
   EXPECT_EQ(doc["auth"][0].as<std::string>(), "AuthType Basic");
   EXPECT_EQ(doc["auth"][1].as<std::string>(), "AuthName \"Open OnDemand\"");
-  EXPECT_EQ(doc["auth"][2].as<std::string>(), "AuthBasicProvider PAM");
-  EXPECT_EQ(doc["auth"][3].as<std::string>(), "AuthPAMService ood");
+  EXPECT_EQ(doc["auth"][2].as<std::string>(), "AuthBasicProvider external");
+  EXPECT_EQ(doc["auth"][3].as<std::string>(), "AuthExternal pwauth");
   EXPECT_EQ(doc["auth"][4].as<std::string>(), "Require valid-user");
-  EXPECT_EQ(Keys(doc), (std::set<std::string>{"servername", "port", "ssl", "host_regex", "node_uri",
-                                              "rnode_uri", "user_map_match",
-                                              "pun_pre_hook_root_cmd", "auth", "logout_redirect"}));
+  EXPECT_EQ(Keys(doc),
+            (std::set<std::string>{"servername", "port", "ssl", "host_regex", "node_uri",
+                                   "rnode_uri", "user_map_match", "pun_pre_hook_root_cmd", "auth",
+                                   "custom_vhost_directives", "logout_redirect"}));
+  ASSERT_EQ(doc["custom_vhost_directives"].size(), 1u);
+  EXPECT_EQ(doc["custom_vhost_directives"][0].as<std::string>(),
+            "DefineExternalAuth pwauth pipe /usr/sbin/pwauth");
 }
 
 // Open OnDemand's Apache configuration embeds host_regex as
@@ -73,13 +77,6 @@ TEST(OodYamlTest, HostRegexAdmitsOnlyWorkerNames) {
                           "/node/169.254.16.9/5030", "/node/localhost/22"}) {
     EXPECT_FALSE(std::regex_search(bad, node)) << bad;
   }
-}
-
-TEST(OodYamlTest, PortalRefusesABadPamService) {
-  PortalYamlInput in;
-  in.servername = "10.0.0.1";
-  in.pam_service = "ood\nRequire all granted";
-  EXPECT_FALSE(RenderPortalYaml(in));
 }
 
 TEST(OodYamlTest, PortalRefusesHostileNamesAndPaths) {
@@ -115,7 +112,8 @@ TEST(OodYamlTest, OwnClusterParsesBack) {
   EXPECT_EQ(v2["job"]["adapter"].as<std::string>(), "slurm");
   EXPECT_EQ(v2["job"]["bin"].as<std::string>(), "/usr/bin");
   EXPECT_EQ(v2["job"]["conf"].as<std::string>(), "/etc/slurm/slurm.conf");
-  EXPECT_FALSE(v2["job"]["copy_environment"].as<bool>());
+  // Not a key ood_core reads from a cluster (a job's copy_environment is set per job).
+  EXPECT_FALSE(v2["job"]["copy_environment"]);
   EXPECT_FALSE(v2["job"]["submit_host"]);
   EXPECT_EQ(v2["batch_connect"]["basic"]["script_wrapper"].as<std::string>(), "%s");
   EXPECT_EQ(v2["batch_connect"]["vnc"]["set_host"].as<std::string>(), "host=$(hostname -s)");

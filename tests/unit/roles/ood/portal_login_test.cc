@@ -1,0 +1,78 @@
+// The portal's login files and Apache modules on a fake machine; the real Apache, pwauth and
+// PAM run in tests/integration/portal_apache_test.sh.
+#include "roles/ood/portal_login.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "roles/ood/settings.h"
+#include "roles/portal.h"
+#include "tests/fakes/machine.h"
+#include "tests/fakes/role_run.h"
+
+namespace onehpc::ood {
+namespace {
+
+using fakes::Exit;
+using fakes::FakeMachine;
+using fakes::RoleRun;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+class PortalLoginTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (const auto& mod : PortalApacheModules()) {
+      m_.Write("/etc/apache2/mods-available/" + mod + ".load", "LoadModule x\n");
+    }
+    m_.Write("/etc/apache2/mods-enabled/headers.load", "LoadModule x\n");
+    m_.runner.On({"a2enmod", "-q"}, [this](const Command& c) {
+      for (size_t i = 2; i < c.argv.size(); ++i) {
+        m_.Write("/etc/apache2/mods-enabled/" + c.argv[i] + ".load", "LoadModule x\n");
+      }
+      return Exit(0);
+    });
+    users_ = {LocalUser{"alice", "Wonderland-42"}, LocalUser{"bob", "Builder-4242"}};
+  }
+  Status Run() {
+    RoleRun run(m_, *role_, {{"ETH0_IP", "10.0.1.23"}, {kNfsHost, "10.0.1.5"}}, nullptr);
+    auto s = EnsurePortalLogin(*run.env, users_);
+    changes_ = run.Changes();
+    return s;
+  }
+  FakeMachine m_;
+  std::unique_ptr<Role> role_ = MakePortalRole();
+  std::vector<LocalUser> users_;
+  std::vector<std::string> changes_;
+};
+
+TEST_F(PortalLoginTest, ListedUsersPamStackAndModulesOnceThenNothing) {
+  ASSERT_TRUE(Run());
+  EXPECT_EQ(m_.Read(kPortalUsersFile), "alice\nbob\n");
+  const std::string pam = m_.Read(kPwauthPamFile);
+  EXPECT_THAT(pam, HasSubstr("pam_listfile.so item=user sense=allow file=/etc/one-hpc/portal-users "
+                             "onerr=fail"));
+  EXPECT_THAT(pam, HasSubstr("pam_faillock.so preauth silent deny=5"));
+  EXPECT_THAT(pam, HasSubstr("[success=1 default=bad] pam_unix.so\n"));
+  EXPECT_THAT(m_.Changes(),
+              ElementsAre("a2enmod -q ssl socache_shmcb authnz_external rewrite lua proxy "
+                          "proxy_http proxy_wstunnel"));
+  ASSERT_TRUE(Run());
+  EXPECT_TRUE(changes_.empty()) << ::testing::PrintToString(changes_);
+  // A user removed from the list can no longer log in.
+  users_.pop_back();
+  ASSERT_TRUE(Run());
+  EXPECT_THAT(changes_, ElementsAre("write /etc/one-hpc/portal-users"));
+  EXPECT_EQ(m_.Read(kPortalUsersFile), "alice\n");
+}
+
+TEST_F(PortalLoginTest, AMissingModuleNamesThePackages) {
+  std::filesystem::remove(m_.root + "/etc/apache2/mods-available/authnz_external.load");
+  auto s = Run();
+  ASSERT_FALSE(s);
+  EXPECT_THAT(s.error().message, HasSubstr("the Apache module authnz_external is not installed"));
+  EXPECT_THAT(s.error().message, HasSubstr("libapache2-mod-authnz-external"));
+}
+
+}  // namespace
+}  // namespace onehpc::ood
