@@ -96,26 +96,25 @@ int DaysLeft(X509* leaf) {
   return days - (secs < 0 ? 1 : 0);
 }
 
-Result<std::string> ToPem(const std::vector<X509Ptr>& chain) {
-  BioPtr out(BIO_new(BIO_s_mem()));
-  for (const auto& x : chain) {
-    if (PEM_write_bio_X509(out.get(), x.get()) != 1) {
-      return Fail(ErrorKind::kInternal, "cannot encode the certificate: " + SslError());
-    }
-  }
+std::string MemText(BIO* bio) {
   char* data = nullptr;
-  long len = BIO_get_mem_data(out.get(), &data);  // NOLINT(runtime/int)
+  long len = BIO_get_mem_data(bio, &data);  // NOLINT(runtime/int): OpenSSL's type
   return std::string(data, static_cast<size_t>(len));
 }
 
-Result<std::string> KeyToPem(EVP_PKEY* key) {
-  BioPtr out(BIO_new(BIO_s_mem()));
-  if (PEM_write_bio_PrivateKey(out.get(), key, nullptr, nullptr, 0, nullptr, nullptr) != 1) {
+// The chain and its key as PEM text (nothing else: junk around an operator's PEM is dropped).
+Result<CertificatePair> Encode(const std::vector<X509Ptr>& chain, EVP_PKEY* key) {
+  BioPtr certs(BIO_new(BIO_s_mem()));
+  for (const auto& x : chain) {
+    if (PEM_write_bio_X509(certs.get(), x.get()) != 1) {
+      return Fail(ErrorKind::kInternal, "cannot encode the certificate: " + SslError());
+    }
+  }
+  BioPtr key_pem(BIO_new(BIO_s_mem()));
+  if (PEM_write_bio_PrivateKey(key_pem.get(), key, nullptr, nullptr, 0, nullptr, nullptr) != 1) {
     return Fail(ErrorKind::kInternal, "cannot encode the private key: " + SslError());
   }
-  char* data = nullptr;
-  long len = BIO_get_mem_data(out.get(), &data);  // NOLINT(runtime/int)
-  return std::string(data, static_cast<size_t>(len));
+  return CertificatePair{MemText(certs.get()), MemText(key_pem.get())};
 }
 
 Status AddExtension(X509* cert, int nid, const std::string& value) {
@@ -174,14 +173,7 @@ Result<CertificatePair> CheckCertificate(const std::string& chain_pem, const std
   if (DaysLeft(leaf) < 0) {
     return Invalid(fmt::format("the first certificate in {} has expired", chain_setting));
   }
-  CertificatePair pair;
-  auto text = ToPem(chain);
-  if (!text) return Fail(text.error());
-  pair.chain_pem = *text;
-  auto key_text = KeyToPem(key.get());
-  if (!key_text) return Fail(key_text.error());
-  pair.key_pem = *key_text;
-  return pair;
+  return Encode(chain, key.get());
 }
 
 Result<CertificatePair> MakeSelfSigned(const std::vector<std::string>& names) {
@@ -222,14 +214,7 @@ Result<CertificatePair> MakeSelfSigned(const std::vector<std::string>& names) {
   }
   std::vector<X509Ptr> chain;
   chain.push_back(std::move(cert));
-  CertificatePair pair;
-  auto text = ToPem(chain);
-  if (!text) return Fail(text.error());
-  pair.chain_pem = *text;
-  auto key_text = KeyToPem(key.get());
-  if (!key_text) return Fail(key_text.error());
-  pair.key_pem = *key_text;
-  return pair;
+  return Encode(chain, key.get());
 }
 
 bool StillServes(const CertificatePair& pair, const std::string& server_name, int min_days) {

@@ -63,6 +63,18 @@ std::vector<std::string> PortalApacheModules() {
 }
 
 Status EnsurePortalLogin(RoleEnv& env, const std::vector<LocalUser>& users) {
+  // The modules first: a missing one stops the run before anything is written.
+  std::vector<std::string> missing;
+  for (const auto& m : PortalApacheModules()) {
+    if (env.files.Exists(fmt::format("{}/{}.load", kModsEnabled, m))) continue;
+    if (!env.files.Exists(fmt::format("{}/{}.load", kModsAvailable, m))) {
+      return Fail(ErrorKind::kNotFound,
+                  fmt::format("the Apache module {} is not installed ({}/{}.load): the image "
+                              "needs apache2 and libapache2-mod-authnz-external",
+                              m, kModsAvailable, m));
+    }
+    missing.push_back(m);
+  }
   const FileOwner root{"root", "root"};
   std::string names;
   for (const auto& u : users) names += u.name + "\n";
@@ -76,22 +88,10 @@ Status EnsurePortalLogin(RoleEnv& env, const std::vector<LocalUser>& users) {
       !s) {
     return Fail(s.error());
   }
-  std::vector<std::string> missing;
-  for (const auto& m : PortalApacheModules()) {
-    if (!env.files.Exists(fmt::format("{}/{}.load", kModsEnabled, m))) missing.push_back(m);
-  }
   if (missing.empty()) {
     env.plan.Keep("Apache modules",
-                  "enabled: " + fmt::format("{}", fmt::join(PortalApacheModules(), " ")));
+                  fmt::format("enabled: {}", fmt::join(PortalApacheModules(), " ")));
     return Ok();
-  }
-  for (const auto& m : missing) {
-    if (!env.files.Exists(fmt::format("{}/{}.load", kModsAvailable, m))) {
-      return Fail(ErrorKind::kNotFound,
-                  fmt::format("the Apache module {} is not installed ({}/{}.load): the image "
-                              "needs apache2 and libapache2-mod-authnz-external",
-                              m, kModsAvailable, m));
-    }
   }
   std::vector<std::string> argv = {"a2enmod", "-q"};
   argv.insert(argv.end(), missing.begin(), missing.end());

@@ -38,7 +38,16 @@ reason_of() { ctl "scontrol -o show node $1" 2>/dev/null | sed -n 's/.* Reason=\
 runs_on() {  # runs_on NODE: a one-node job runs there
     [ "$(ctl "timeout 100 srun -N1 -w $1 hostname -s" 2>/dev/null)" = "$1" ]
 }
-name_worker() { wnode[$1]=$(vm_ssh "$1" 'hostname -s' 2>/dev/null); }
+# The worker's node name (its short host name), asked until SSH answers (a VM just READY may
+# still refuse a connection; an empty name would make every later check on it fail).
+name_worker() {
+    local n="" try
+    for try in 1 2 3 4 5 6 7 8 9 10; do
+        n=$(vm_ssh "$1" 'hostname -s' 2>/dev/null) && [ -n "$n" ] && break
+        log "no host name from $1 yet (try $try)"; sleep 3
+    done
+    wnode[$1]=$n
+}
 
 vm_start controller oneslurm controller "$NET.11" 1536 "" ONEAPP_SLURM_ACCOUNTING_ENABLED=YES || vm_report
 vm_start w1 oneslurm worker "$NET.21" 1536 "" || vm_report
@@ -134,7 +143,8 @@ done
 if [ "$ok" = yes ] && wait_until 180 all_idle w1 w2 w3 w4; then
     vm_result scale_1_to_4_seconds "$(secs_since_ms "$t0")"
     pass "scaled 1 -> 4: all 4 nodes idle $(secs_since_ms "$t0") s after the 3 new VMs started"
-else fail "scaled 1 -> 4: all 4 nodes idle" "$(ctl 'sinfo -N' 2>&1)"; vm_report; fi
+else fail "scaled 1 -> 4: all 4 nodes idle" "names: ${wnode[w1]:-?} ${wnode[w2]:-?} ${wnode[w3]:-?} ${wnode[w4]:-?}, waited ${waited:-?} s
+$(ctl 'sinfo -N' 2>&1)"; vm_report; fi
 out=$(ctl 'timeout 100 srun -N4 hostname -s' 2>&1 | sort | paste -sd' ')
 if [ "$out" = "$(printf '%s\n' "${wnode[w1]}" "${wnode[w2]}" "${wnode[w3]}" "${wnode[w4]}" | sort | paste -sd' ')" ]; then
     pass "srun -N4 runs on the 4 nodes"

@@ -72,6 +72,8 @@ TEST_F(PortalLoginTest, AMissingModuleNamesThePackages) {
   ASSERT_FALSE(s);
   EXPECT_THAT(s.error().message, HasSubstr("the Apache module authnz_external is not installed"));
   EXPECT_THAT(s.error().message, HasSubstr("libapache2-mod-authnz-external"));
+  EXPECT_FALSE(m_.Exists(kPwauthPamFile)) << "nothing is written before the check";
+  EXPECT_TRUE(m_.Changes().empty());
 }
 
 }  // namespace
