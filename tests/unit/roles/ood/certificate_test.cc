@@ -8,6 +8,7 @@
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 
+#include "common/base64.h"
 #include "context/settings.h"
 #include "roles/ood/settings.h"
 #include "roles/ood/users.h"
@@ -25,32 +26,6 @@ using ::testing::Not;
 
 constexpr char kChain[] = "ONEAPP_PORTAL_CERTIFICATE_CHAIN";
 constexpr char kKey[] = "ONEAPP_PORTAL_CERTIFICATE_KEY";
-
-std::string Base64(const std::string& text) {
-  static const char* abc = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  size_t i = 0;
-  for (; i + 2 < text.size(); i += 3) {
-    unsigned v = (static_cast<unsigned char>(text[i]) << 16) |
-                 (static_cast<unsigned char>(text[i + 1]) << 8) |
-                 static_cast<unsigned char>(text[i + 2]);
-    for (int s = 18; s >= 0; s -= 6) out += abc[(v >> s) & 63];
-  }
-  if (i + 1 == text.size()) {
-    unsigned v = static_cast<unsigned char>(text[i]) << 16;
-    out += abc[(v >> 18) & 63];
-    out += abc[(v >> 12) & 63];
-    out += "==";
-  } else if (i + 2 == text.size()) {
-    unsigned v = (static_cast<unsigned char>(text[i]) << 16) |
-                 (static_cast<unsigned char>(text[i + 1]) << 8);
-    out += abc[(v >> 18) & 63];
-    out += abc[(v >> 12) & 63];
-    out += abc[(v >> 6) & 63];
-    out += '=';
-  }
-  return out;
-}
 
 TEST(CertificateTest, ASelfSignedPairCoversItsNamesAndNoOther) {
   auto pair = MakeSelfSigned({"ood.example.org", "10.0.1.23"});
@@ -193,8 +168,8 @@ TEST_F(PortalCertificateTest, SelfSignedOnceKeptOnTheStateAndPresentedAgainByARe
 TEST_F(PortalCertificateTest, TheOperatorsPairIsInstalledAndNeverKeptOnTheState) {
   auto pair = MakeSelfSigned({"ood.example.org"});
   ASSERT_TRUE(pair);
-  vars_[kChain] = Base64(pair->chain_pem);
-  vars_[kKey] = Base64(pair->key_pem);
+  vars_[kChain] = Base64Encode(pair->chain_pem);
+  vars_[kKey] = Base64Encode(pair->key_pem);
   FakeMachine m;
   ASSERT_TRUE(Run(m, "ood.example.org"));
   EXPECT_EQ(m.Read("/etc/ood/ssl/ood.example.org.crt"), pair->chain_pem);
@@ -205,12 +180,12 @@ TEST_F(PortalCertificateTest, TheOperatorsPairIsInstalledAndNeverKeptOnTheState)
 TEST_F(PortalCertificateTest, AHalfGivenOrWrongPairStopsBeforeAnyChange) {
   auto pair = MakeSelfSigned({"ood.example.org"});
   ASSERT_TRUE(pair);
-  vars_[kChain] = Base64(pair->chain_pem);
+  vars_[kChain] = Base64Encode(pair->chain_pem);
   FakeMachine m;
   auto s = Run(m, "ood.example.org");
   ASSERT_FALSE(s);
   EXPECT_THAT(s.error().message, HasSubstr("go together"));
-  vars_[kKey] = Base64(pair->key_pem);
+  vars_[kKey] = Base64Encode(pair->key_pem);
   s = Run(m, "portal.example.org");
   ASSERT_FALSE(s);
   EXPECT_THAT(s.error().message, HasSubstr("does not cover the portal's name"));
