@@ -10,6 +10,7 @@
 #include "roles/nfs/client_mounts.h"
 #include "roles/ood/accounts.h"
 #include "roles/ood/certificate.h"
+#include "roles/ood/interactive_apps.h"
 #include "roles/ood/ood_yaml.h"
 #include "roles/ood/portal_login.h"
 #include "roles/ood/settings.h"
@@ -80,6 +81,7 @@ class PortalRole : public Role {
     }
     if (auto s = ood::EnsurePortalLogin(env, *users); !s) return s;
     if (auto s = ood::WriteOodConfig(env, in->servername, in->clusters); !s) return s;
+    if (auto s = ood::PinInteractiveApps(env, ood::kOwnClusterId); !s) return s;
 
     if (auto s = PublishController(env, in->host, in->addr, *key); !s) return s;
     // Always published (OneGate cannot hold an empty value: "none" means no user), so that

@@ -44,8 +44,9 @@ struct ClusterYamlInput {
   std::string conf = "/etc/slurm/slurm.conf";  ///< "" = the adapter's default
   std::string slurm_cluster;  ///< "" = none; else the adapter's `cluster` (sbatch -M)
   std::string submit_host;    ///< "" = submit locally; else over SSH as the user
-  /// Only batch jobs (Job Composer, Active Jobs): no batch_connect section, so no
-  /// interactive app can target it.
+  /// Only batch jobs (Job Composer, Active Jobs): no batch_connect section. This alone does
+  /// not keep sessions off it (OnDemand never reads batch_connect to pick an app's clusters):
+  /// PinInteractiveApps (interactive_apps.h) does that.
   bool batch_only = false;
   std::string set_host;  ///< batch_connect set_host; "" = OOD's default
 };
