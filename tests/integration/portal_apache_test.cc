@@ -36,6 +36,7 @@
 #include "tests/fakes/block_devices.h"
 #include "tests/fakes/http.h"
 #include "tests/fakes/mounts.h"
+#include "tests/fakes/ood_portal_generator.h"
 #include "tests/integration/loop_devices.h"
 
 namespace onehpc {
@@ -165,24 +166,12 @@ class Child {
     return ood::WriteOodConfig(env, kServer, {});
   }
 
-  // What ood-portal-generator makes of ood_portal.yml, reduced to what the login needs: the
-  // virtual host on port 443, the ssl lines, the auth lines in the protected Location, and a
-  // static page standing for the dashboard.
+  // What ood-portal-generator makes of ood_portal.yml (the stand-in of
+  // tests/fakes/ood_portal_generator.h), bound to the namespace's loopback.
   Status BuildVirtualHost() {
-    YAML::Node doc = YAML::LoadFile(std::string(ood::kOodConfigDir) + "/ood_portal.yml");
-    std::string vhost =
-        fmt::format("<VirtualHost {}:{}>\n  ServerName {}\n  SSLEngine On\n", kServer,
-                    doc["port"].as<int>(), doc["servername"].as<std::string>());
-    for (const auto& line : doc["ssl"]) vhost += "  " + line.as<std::string>() + "\n";
-    for (const auto& line : doc["custom_vhost_directives"]) {
-      vhost += "  " + line.as<std::string>() + "\n";
-    }
-    vhost += "  RedirectMatch ^/$ /pun/sys/dashboard\n";
-    vhost += "  Alias /pun /var/www/ood-test/pun\n";
-    vhost += "  <Directory /var/www/ood-test>\n    Require all granted\n  </Directory>\n";
-    vhost += "  <Location \"/pun\">\n";
-    for (const auto& line : doc["auth"]) vhost += "    " + line.as<std::string>() + "\n";
-    vhost += "  </Location>\n</VirtualHost>\n";
+    std::string vhost = fakes::OodLoginVirtualHost(
+        YAML::LoadFile(std::string(ood::kOodConfigDir) + "/ood_portal.yml"), kServer,
+        "/var/www/ood-test");
     WriteFile("/etc/apache2/sites-available/ood-portal.conf", vhost);
     fs::remove("/etc/apache2/sites-enabled/000-default.conf");
     std::error_code ec;

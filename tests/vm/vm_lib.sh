@@ -159,7 +159,7 @@ vm_deb() {
         deb=$ONEHPC_DEB
     else
         log "building the .deb in $VM_BIN_DIR"
-        cmake --build "$VM_BIN_DIR" --target one-hpc onegate-sim -j2 >"$work/deb.log" 2>&1 &&
+        cmake --build "$VM_BIN_DIR" --target one-hpc onegate-sim ood-portal-generator-standin -j2 >"$work/deb.log" 2>&1 &&
             (cd "$VM_BIN_DIR" && cpack -G DEB >>"$work/deb.log" 2>&1)
         deb=$(find "$VM_BIN_DIR" -maxdepth 1 -name 'one-hpc_*.deb' -printf '%T@ %p\n' | sort -rn |
               head -n1 | cut -d' ' -f2-)
@@ -167,8 +167,10 @@ vm_deb() {
     if [ -f "$deb" ]; then pass "the one-hpc .deb ($deb)"; else
         fail "the one-hpc .deb" "$(tail -n 20 "$work/deb.log" 2>/dev/null)"; vm_abort
     fi
-    [ -x "$VM_BIN_DIR/tests/onegate-sim" ] ||
-        cmake --build "$VM_BIN_DIR" --target onegate-sim -j2 >/dev/null 2>&1
+    if [ ! -x "$VM_BIN_DIR/tests/onegate-sim" ] ||
+       [ ! -x "$VM_BIN_DIR/tests/ood-portal-generator-standin" ]; then
+        cmake --build "$VM_BIN_DIR" --target onegate-sim ood-portal-generator-standin -j2 >/dev/null 2>&1
+    fi
 }
 
 vm_cache=${ONEHPC_IMAGE_CACHE:-/var/cache/one-hpc-image}
