@@ -69,9 +69,10 @@ test: deps image-deps build build-asan build-fuzz
 test-unit: build
 	ctest --test-dir $(BUILD) --output-on-failure -L unit
 
-# Every real-VM test (tests/vm): the smoke and the scenarios; root, qemu (KVM or TCG).
+# Every real-VM test (tests/vm): the smoke and the scenarios, two at a time (longest first);
+# root, qemu (KVM or TCG).
 test-vm: deps image-deps build
-	ctest --test-dir $(BUILD) --output-on-failure -L '^vm-'
+	ctest --test-dir $(BUILD) --output-on-failure -j2 -L '^vm-'
 
 package: build
 	cmake --build $(BUILD) --target package

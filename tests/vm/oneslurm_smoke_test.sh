@@ -40,10 +40,14 @@ set -uo pipefail
 vm_begin oneslurm_smoke
 
 # ---- 1. the .deb, the base image, the OneSlurm image ------------------------------------------
+vm_lock deb
 vm_deb
 vm_base_image
+vm_unlock
 vm_pick_accel
+vm_lock image-oneslurm
 vm_image oneslurm
+vm_unlock
 
 # ---- 2. private network, the OneGate simulator, the service -----------------------------------
 vm_net_up 10.79.0

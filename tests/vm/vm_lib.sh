@@ -167,6 +167,8 @@ vm_deb() {
     if [ -f "$deb" ]; then pass "the one-hpc .deb ($deb)"; else
         fail "the one-hpc .deb" "$(tail -n 20 "$work/deb.log" 2>/dev/null)"; vm_abort
     fi
+    # This test's own copy: a test running beside it may run cpack again meanwhile.
+    cp "$deb" "$work/$(basename "$deb")" && deb=$work/$(basename "$deb")
     if [ ! -x "$VM_BIN_DIR/tests/onegate-sim" ] ||
        [ ! -x "$VM_BIN_DIR/tests/ood-portal-generator-standin" ]; then
         cmake --build "$VM_BIN_DIR" --target onegate-sim ood-portal-generator-standin -j2 >/dev/null 2>&1
@@ -194,7 +196,8 @@ vm_base_image() {
             fail "make-base-image.sh" "$(tail -n 30 "$work/base.log")"; vm_abort
         fi
     fi
-    pass "base image $base ($base_seconds s)"
+    if [ "$base_seconds" = cached ]; then pass "base image $base (cached)"; else
+        pass "base image $base (built in $base_seconds s)"; fi
 }
 
 # vm_pick_accel: KVM when it boots the base image's kernel, else TCG; printed.
@@ -291,13 +294,39 @@ EOF
     if [ -z "$service_id" ]; then fail "the simulator creates the $1 service"; vm_abort; fi
 }
 
+# vm_lock NAME / vm_unlock: an exclusive lock on $vm_cache/.NAME.lock, around what tests
+# running side by side (make test-vm runs two at a time) share: "deb" around the .deb (the
+# build directory's cpack output) and the base image, "image-APPLIANCE" around that appliance's
+# image in the cache. The second test waits while the first builds, then finds it cached.
+lock_fd=""
+vm_lock() {
+    local t0
+    mkdir -p "$vm_cache"
+    exec {lock_fd}>"$vm_cache/.$1.lock"
+    if ! flock -n "$lock_fd"; then
+        t0=$(date +%s)
+        flock "$lock_fd"
+        log "waited $(( $(date +%s) - t0 )) s for another VM test's $1"
+    fi
+}
+vm_unlock() {
+    [ -n "$lock_fd" ] || return 0
+    flock -u "$lock_fd"
+    exec {lock_fd}>&-
+    lock_fd=""
+}
+
 # vm_lab APPLIANCE PREFIX: the usual start of a test: the .deb, the base image, the
 # accelerator, the APPLIANCE image, the network PREFIX.0/24 with the simulator, the service.
 vm_lab() {
+    vm_lock deb
     vm_deb
     vm_base_image
+    vm_unlock
     vm_pick_accel
+    vm_lock "image-$1"
     vm_image "$1"
+    vm_unlock
     vm_net_up "$2"
     vm_service "$1"
 }
