@@ -1,0 +1,205 @@
+#include "roles/slurm/elastic.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <array>
+#include <string_view>
+
+namespace onehpc::elastic {
+namespace {
+
+bool StartsWith(std::string_view s, std::string_view prefix) {
+  return s.substr(0, prefix.size()) == prefix;
+}
+
+bool IsUsableIdle(const Worker& w) {
+  return !w.node.empty() && w.base_state == "IDLE" && !w.drain && !w.not_responding && w.jobs == 0;
+}
+
+bool IsOurIdleDrain(const Worker& w) {
+  return !w.node.empty() && w.drain && w.reason == kElasticIdleReason;
+}
+
+Action Make(Action::Kind kind, std::string reason) {
+  Action a;
+  a.kind = kind;
+  a.reason = std::move(reason);
+  return a;
+}
+
+}  // namespace
+
+const char* ActionVerb(Action::Kind kind) {
+  switch (kind) {
+    case Action::Kind::kGrow:
+      return "grow";
+    case Action::Kind::kResume:
+      return "resume";
+    case Action::Kind::kDrain:
+      return "drain";
+    case Action::Kind::kTerminate:
+      return "terminate";
+    case Action::Kind::kJobTooLarge:
+      return "job-too-large";
+    case Action::Kind::kWait:
+      return "wait";
+    case Action::Kind::kStopReplacing:
+      return "stop-replacing";
+  }
+  return "?";
+}
+
+bool MoreNodesWouldHelp(const std::string& reason) {
+  // Slurm 22.05's reasons for a job that waits for nodes (job_reason_string): not enough
+  // free nodes, nodes it asked for busy or down, or a higher-priority job waiting for them.
+  static constexpr std::array<std::string_view, 5> kHelped = {
+      "Resources", "Priority", "Nodes_required_for_job_are_DOWN", "ReqNodeNotAvail", "NodeDown"};
+  for (auto r : kHelped) {
+    if (StartsWith(reason, r)) return true;
+  }
+  return false;
+}
+
+std::vector<Action> Decide(const Limits& limits, const Snapshot& s) {
+  std::vector<Action> out;
+  std::vector<Action> later;  // terminations and drains of the shrink, after the grow
+  int failures = s.consecutive_boot_failures;
+  bool stopped = failures >= limits.boot_failure_limit;
+  const int total = static_cast<int>(s.workers.size());
+  int leaving = 0;  // VMs this cycle terminates
+
+  // ---- 1. boot failures
+  int booting = 0;
+  for (const auto& w : s.workers) {
+    if (!w.node.empty()) continue;
+    if (w.vm_age_seconds < limits.boot_seconds) {
+      ++booting;
+      continue;
+    }
+    if (stopped) continue;  // left for the operator to look at
+    ++failures;
+    Action a = Make(Action::Kind::kTerminate,
+                    fmt::format("VM {} has not registered in Slurm {} s after it appeared "
+                                "(failed boot {} in a row, limit {})",
+                                w.vm_id, w.vm_age_seconds, failures, limits.boot_failure_limit));
+    a.vm_id = w.vm_id;
+    out.push_back(std::move(a));
+    ++leaving;
+    if (failures >= limits.boot_failure_limit) stopped = true;
+  }
+  if (stopped) {
+    out.push_back(Make(Action::Kind::kStopReplacing,
+                       fmt::format("{} worker boots in a row never registered in Slurm: no more "
+                                   "growing or replacing until a worker registers (see a "
+                                   "worker's journal: journalctl -u one-hpc-configure)",
+                                   failures)));
+  }
+
+  // ---- 2. grow
+  int demand = 0;
+  std::vector<std::string> waiting;
+  for (const auto& job : s.pending) {
+    if (!MoreNodesWouldHelp(job.reason)) continue;
+    if (job.nodes > limits.max_nodes) {
+      Action a = Make(Action::Kind::kJobTooLarge,
+                      fmt::format("job {} asks for {} nodes; the service has at most {} "
+                                  "(max_vms): it can never run here",
+                                  job.id, job.nodes, limits.max_nodes));
+      a.job = job.id;
+      out.push_back(std::move(a));
+      continue;
+    }
+    demand += job.nodes;
+    waiting.push_back(job.id);
+  }
+  int idle = static_cast<int>(std::count_if(s.workers.begin(), s.workers.end(), IsUsableIdle));
+  int to_come = std::max(0, s.cardinality - total);  // OneFlow still creates these
+  int shortfall = demand - idle - booting - to_come;
+  if (shortfall > 0) {
+    for (const auto& w : s.workers) {
+      if (shortfall <= 0) break;
+      if (!IsOurIdleDrain(w) || w.not_responding) continue;
+      Action a = Make(Action::Kind::kResume,
+                      fmt::format("{} job(s) wait for nodes: {} is taken back instead of a new VM",
+                                  waiting.size(), w.node));
+      a.node = w.node;
+      out.push_back(std::move(a));
+      --shortfall;
+    }
+  }
+  if (shortfall > 0 && !stopped) {
+    int current = std::max(s.cardinality, total) - leaving;
+    int target = std::min(limits.max_nodes, current + std::min(limits.max_step, shortfall));
+    std::string why =
+        fmt::format("{} job(s) ({}) wait for {} node(s); {} idle, {} booting, {} to be created",
+                    waiting.size(), fmt::join(waiting, ","), demand, idle, booting, to_come);
+    if (target <= current) {
+      out.push_back(Make(Action::Kind::kWait, why + fmt::format(": the role is at its maximum "
+                                                                "({} VMs)",
+                                                                limits.max_nodes)));
+    } else if (!s.service_running) {
+      out.push_back(Make(Action::Kind::kWait,
+                         why + ": the service is scaling or cooling down, asked again next cycle"));
+    } else {
+      Action a = Make(Action::Kind::kGrow, why);
+      a.target = target;
+      out.push_back(std::move(a));
+    }
+  }
+
+  // ---- 4. health: a node that stays unhealthy is replaced
+  for (const auto& w : s.workers) {
+    if (stopped || w.node.empty() || !w.drain || w.jobs > 0) continue;
+    if (!StartsWith(w.reason, kHealthReasonPrefix)) continue;
+    if (w.reason_age_seconds < limits.unhealthy_seconds) continue;
+    Action a = Make(Action::Kind::kTerminate, fmt::format("{} unhealthy for {} s ({}): replaced",
+                                                          w.node, w.reason_age_seconds, w.reason));
+    a.vm_id = w.vm_id;
+    a.node = w.node;
+    later.push_back(std::move(a));
+    ++leaving;
+  }
+
+  // ---- 3. shrink, never while jobs wait for nodes
+  if (demand == 0) {
+    int staying = total - leaving;
+    for (const auto& w : s.workers) {
+      if (!IsOurIdleDrain(w)) continue;
+      if (w.jobs > 0 || w.base_state != "IDLE" || w.not_responding) continue;  // wait for it
+      if (staying <= limits.min_nodes) break;
+      Action a = Make(Action::Kind::kTerminate,
+                      fmt::format("{} drained for idleness and still idle: its VM goes", w.node));
+      a.vm_id = w.vm_id;
+      a.node = w.node;
+      later.push_back(std::move(a));
+      --staying;
+    }
+    // Nodes already drained by us that keep a job still count as staying until they go.
+    std::vector<const Worker*> idle_long;
+    for (const auto& w : s.workers) {
+      if (IsUsableIdle(w) && w.idle_for_seconds >= limits.idle_seconds) idle_long.push_back(&w);
+    }
+    std::stable_sort(idle_long.begin(), idle_long.end(), [](const Worker* a, const Worker* b) {
+      return a->idle_for_seconds > b->idle_for_seconds;
+    });
+    int draining =
+        static_cast<int>(std::count_if(s.workers.begin(), s.workers.end(), [](const Worker& w) {
+          return IsOurIdleDrain(w) && (w.jobs > 0 || w.base_state != "IDLE");
+        }));
+    int may_drain = staying - draining - limits.min_nodes;
+    for (const Worker* w : idle_long) {
+      if (may_drain <= 0) break;
+      Action a = Make(Action::Kind::kDrain, fmt::format("{} idle for {} s (limit {} s)", w->node,
+                                                        w->idle_for_seconds, limits.idle_seconds));
+      a.node = w->node;
+      later.push_back(std::move(a));
+      --may_drain;
+    }
+  }
+  out.insert(out.end(), later.begin(), later.end());
+  return out;
+}
+
+}  // namespace onehpc::elastic
