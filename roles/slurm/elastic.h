@@ -4,7 +4,8 @@
 // actions out (PUT /service/role/<role>, `scontrol update`, POST /vms/<id>/action) is built on
 // it. Every action carries the reason that goes into its log line.
 //
-// The rules, in the order they are applied:
+// The rules (their actions come out in this order: boot-failure terminations, jobs too large,
+// resumes, the grow or a wait, health replacements, then the shrink's terminations and drains):
 //  1. Boot failures: a VM of the worker role that has not registered in Slurm `boot_seconds`
 //     after it appeared is terminated (it counts as one failed boot). Once
 //     `boot_failure_limit` boots in a row failed, the cycle stops replacing and growing and
