@@ -14,14 +14,9 @@
 namespace onehpc::ood {
 namespace {
 
-bool EndsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 // A file Open OnDemand takes for a sub app: <name>.yml or <name>.yml.erb.
 bool IsSubAppFile(const std::string& name) {
-  return name[0] != '.' && (EndsWith(name, ".yml") || EndsWith(name, ".yml.erb"));
+  return name[0] != '.' && (name.ends_with(".yml") || name.ends_with(".yml.erb"));
 }
 
 }  // namespace

@@ -10,10 +10,6 @@
 namespace onehpc::elastic {
 namespace {
 
-bool StartsWith(std::string_view s, std::string_view prefix) {
-  return s.substr(0, prefix.size()) == prefix;
-}
-
 bool IsUsableIdle(const Worker& w) {
   return !w.node.empty() && w.base_state == "IDLE" && !w.drain && !w.not_responding && w.jobs == 0;
 }
@@ -57,7 +53,7 @@ bool MoreNodesWouldHelp(const std::string& reason) {
   static constexpr std::array<std::string_view, 5> kHelped = {
       "Resources", "Priority", "Nodes_required_for_job_are_DOWN", "ReqNodeNotAvail", "NodeDown"};
   for (auto r : kHelped) {
-    if (StartsWith(reason, r)) return true;
+    if (reason.starts_with(r)) return true;
   }
   return false;
 }
@@ -152,7 +148,7 @@ std::vector<Action> Decide(const Limits& limits, const Snapshot& s) {
   // ---- 4. health: a node that stays unhealthy is replaced
   for (const auto& w : s.workers) {
     if (stopped || w.node.empty() || !w.drain || w.jobs > 0) continue;
-    if (!StartsWith(w.reason, kHealthReasonPrefix)) continue;
+    if (!w.reason.starts_with(kHealthReasonPrefix)) continue;
     if (w.reason_age_seconds < limits.unhealthy_seconds) continue;
     Action a = Make(Action::Kind::kTerminate, fmt::format("{} unhealthy for {} s ({}): replaced",
                                                           w.node, w.reason_age_seconds, w.reason));

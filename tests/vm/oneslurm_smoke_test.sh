@@ -39,19 +39,8 @@ set -uo pipefail
 . "$(dirname "$0")/vm_lib.sh"
 vm_begin oneslurm_smoke
 
-# ---- 1. the .deb, the base image, the OneSlurm image ------------------------------------------
-vm_lock deb
-vm_deb
-vm_base_image
-vm_unlock
-vm_pick_accel
-vm_lock image-oneslurm
-vm_image oneslurm
-vm_unlock
-
-# ---- 2. private network, the OneGate simulator, the service -----------------------------------
-vm_net_up 10.79.0
-vm_service oneslurm
+# ---- 1-2. the .deb, the base image, the OneSlurm image; the network, the simulator, the service
+vm_lab oneslurm 10.79.0
 
 ctl() { vm_ssh controller "$@"; }
 # node_line NODE: prints the node's record; exit 0 registered, 1 not registered (scontrol

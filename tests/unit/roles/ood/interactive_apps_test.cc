@@ -34,11 +34,6 @@ using fakes::RoleRun;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-bool EndsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 // What Open OnDemand makes of the configuration on `m`.
 struct OodView {
   std::vector<std::string> job_clusters;  ///< Job Composer / Active Jobs
@@ -59,7 +54,7 @@ OodView ReadAsOpenOnDemand(const FakeMachine& m) {
   std::vector<std::string> ids;
   auto cluster_files = m.files->List("/etc/ood/config/clusters.d");
   for (const auto& name : *cluster_files) {
-    if (!EndsWith(name, ".yml")) continue;
+    if (!name.ends_with(".yml")) continue;
     std::string id = name.substr(0, name.size() - 4);
     ids.push_back(id);
     YAML::Node hidden =
