@@ -376,6 +376,16 @@ Result<ServiceInfo> OneGateClient::GetService(bool extended) {
   return service;
 }
 
+Status OneGateClient::TerminateVm(int vm_id) {
+  if (vm_id < 0) {
+    return Fail(ErrorKind::kInvalidInput, "TerminateVm: bad VM id " + std::to_string(vm_id));
+  }
+  auto result = Call("POST", "/vms/" + std::to_string(vm_id) + "/action",
+                     R"({"action":{"perform":"terminate"}})", "application/json");
+  if (!result) return Fail(result.error());
+  return Ok();
+}
+
 Status OneGateClient::ScaleRole(const std::string& role, int cardinality) {
   if (role.empty()) return Fail(ErrorKind::kInvalidInput, "ScaleRole: empty role name");
   if (cardinality < 0) {

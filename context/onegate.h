@@ -85,7 +85,13 @@ class OneGateClient {
   };
   /// PUT /service/role/:role {"cardinality":N}.
   Status ScaleRole(const std::string& role, int cardinality);
+  /// POST /vms/:id/action {"action":{"perform":"terminate"}}: a graceful terminate (the
+  /// guest gets an ACPI power-off, its shutdown hooks run); OneFlow's watchdog then removes
+  /// the VM from its role and lowers the cardinality.
+  Status TerminateVm(int vm_id);
 
+  /// This VM's id (VMID), as the client sends it.
+  const std::string& vmid() const { return config_.vmid; }
   /// Requests sent so far (attempts, including retries): for benchmarks and tests.
   int requests_sent() const { return requests_sent_; }
   /// The status and body of the last failed response (status 0 if none was received).

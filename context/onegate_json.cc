@@ -202,6 +202,18 @@ Result<VmInfo> ParseVmObject(const json& obj, const std::string& where,
   auto lcm = IntField(obj, "LCM_STATE", where, -1);
   if (!lcm) return Fail(lcm.error());
   vm.lcm_state = *lcm;
+  // Only the elastic cycle reads it: an STIME not understood is "unknown" (0), not a VM that
+  // cannot be read.
+  if (const json* stime = Member(obj, "STIME"); stime != nullptr) {
+    if (stime->is_number_integer()) {
+      vm.stime = stime->get<long long>();
+    } else if (stime->is_string()) {
+      const std::string& t = stime->get_ref<const std::string&>();
+      long long n = 0;
+      auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), n);
+      if (ec == std::errc() && end == t.data() + t.size() && n > 0) vm.stime = n;
+    }
+  }
   const json* user = Member(obj, "USER_TEMPLATE");
   vm.has_user_template = user != nullptr && user->is_object();
   vm.user_template = LeafMap(user);

@@ -41,6 +41,8 @@ struct VmInfo {
   std::string name;
   int state = -1;
   int lcm_state = -1;
+  /// STIME: when the VM was created (seconds since the epoch; extended output only, else 0).
+  long long stime = 0;
   /// String-valued USER_TEMPLATE attributes; `{}` reads as ""; nested objects are skipped.
   std::map<std::string, std::string> user_template;
   /// False when the VM object had no USER_TEMPLATE object at all (OneGate always sends one:

@@ -96,8 +96,16 @@ std::vector<Action> Decide(const Limits& limits, const Snapshot& s) {
   // ---- 2. grow
   int demand = 0;
   std::vector<std::string> waiting;
+  const int registered =
+      static_cast<int>(std::count_if(s.workers.begin(), s.workers.end(),
+                                     [](const Worker& w) { return !w.node.empty(); }));
   for (const auto& job : s.pending) {
-    if (!MoreNodesWouldHelp(job.reason)) continue;
+    if (!MoreNodesWouldHelp(job.reason)) {
+      // Slurm 22.05 says PartitionConfig when a job asks for more nodes than the partition
+      // has (dynamic nodes do not exist before they register); with no more nodes than that,
+      // the job asks something of each node that no worker has: more of them would not help.
+      if (!job.reason.starts_with("PartitionConfig") || job.nodes <= registered) continue;
+    }
     if (job.nodes > limits.max_nodes) {
       Action a = Make(Action::Kind::kJobTooLarge,
                       fmt::format("job {} asks for {} nodes; the service has at most {} "
@@ -111,7 +119,7 @@ std::vector<Action> Decide(const Limits& limits, const Snapshot& s) {
     waiting.push_back(job.id);
   }
   int idle = static_cast<int>(std::count_if(s.workers.begin(), s.workers.end(), IsUsableIdle));
-  int to_come = std::max(0, s.cardinality - total);  // OneFlow still creates these
+  int to_come = std::max(0, s.cardinality - total - s.leaving_vms);  // OneFlow still creates these
   int shortfall = demand - idle - booting - to_come;
   if (shortfall > 0) {
     for (const auto& w : s.workers) {
@@ -126,7 +134,9 @@ std::vector<Action> Decide(const Limits& limits, const Snapshot& s) {
     }
   }
   if (shortfall > 0 && !stopped) {
-    int current = std::max(s.cardinality, total) - leaving;
+    // Not minus this cycle's terminations: OneFlow's watchdog lowers the cardinality by one
+    // for each terminated VM once it is DONE, so the new cardinality counts them still.
+    int current = std::max(s.cardinality, total);
     int target = std::min(limits.max_nodes, current + std::min(limits.max_step, shortfall));
     std::string why =
         fmt::format("{} job(s) ({}) wait for {} node(s); {} idle, {} booting, {} to be created",

@@ -12,7 +12,9 @@
 //     says so (the ERROR the operator sees); a node that registers resets the count (the
 //     caller keeps it).
 //  2. Grow: jobs that pend for a reason more nodes would cure (Resources, Priority, Nodes...,
-//     ReqNodeNotAvail, NodeDown, not Dependency, holds or limits) need their node counts;
+//     ReqNodeNotAvail, NodeDown, not Dependency, holds or limits; and PartitionConfig, what
+//     Slurm 22.05 says of a job asking more nodes than are registered, only then) need their
+//     node counts;
 //     what the idle nodes, the booting VMs and our own idle-drained nodes (resumed first) do
 //     not cover is asked of OneFlow, at most `max_step` nodes a cycle and never beyond
 //     `max_nodes`. A job that asks for more than `max_nodes` could never run: it is reported,
@@ -31,6 +33,8 @@
 #include <string>
 #include <vector>
 
+#include "roles/slurm/nodes.h"
+
 namespace onehpc::elastic {
 
 /// The drain reason of an idle node (how the controller knows its own drains).
@@ -48,12 +52,8 @@ struct Limits {
   int boot_failure_limit = 3;
 };
 
-/// A job of `squeue -t PENDING`.
-struct PendingJob {
-  std::string id;
-  std::string reason;  ///< Slurm's pending reason (%r), e.g. "Resources", "Dependency"
-  int nodes = 1;       ///< nodes it asks for (%D)
-};
+/// A job of `squeue -t PENDING` (id, reason, nodes).
+using PendingJob = slurm::PendingJob;
 
 /// A VM of the worker role (from OneFlow's nodes[]) with its Slurm node, if registered.
 struct Worker {
@@ -71,6 +71,9 @@ struct Worker {
 
 struct Snapshot {
   int cardinality = 0;          ///< the role's cardinality (OneFlow's target)
+  /// VMs still in the role's nodes[] but on their way out (shutting down, DONE): not workers,
+  /// and not VMs still to be created either.
+  int leaving_vms = 0;
   bool service_running = true;  ///< service state RUNNING: a scale request can be accepted
   int consecutive_boot_failures = 0;
   std::vector<Worker> workers;

@@ -1,6 +1,8 @@
 #include "roles/slurm/nodes.h"
 
 #include <cctype>
+#include <charconv>
+#include <ctime>
 
 namespace onehpc::slurm {
 namespace {
@@ -164,11 +166,70 @@ Result<std::vector<SlurmNode>> ParseShowNodes(std::string_view output) {
     node.hostname = get("NodeHostName");
     node.state = get("State");
     node.reason = StripReasonSuffix(get("Reason"));
+    if (std::string full = get("Reason"); full.size() > node.reason.size()) {
+      size_t at = full.find('@', node.reason.size());
+      if (at != std::string::npos && full.back() == ']') {
+        node.reason_time = full.substr(at + 1, full.size() - at - 2);
+      }
+    }
     node.features = get("AvailableFeatures");
     node.fields = std::move(fields);
     nodes.push_back(std::move(node));
   }
   return nodes;
+}
+
+std::optional<long long> ParseSlurmTime(std::string_view text) {
+  // 2026-12-03T14:05:09
+  if (text.size() != 19 || text[4] != '-' || text[7] != '-' || text[10] != 'T' ||
+      text[13] != ':' || text[16] != ':') {
+    return std::nullopt;
+  }
+  auto num = [&](size_t pos, size_t len, int& out) {
+    auto [end, ec] = std::from_chars(text.data() + pos, text.data() + pos + len, out);
+    return ec == std::errc() && end == text.data() + pos + len;
+  };
+  std::tm tm{};
+  int year = 0, month = 0;
+  if (!num(0, 4, year) || !num(5, 2, month) || !num(8, 2, tm.tm_mday) ||
+      !num(11, 2, tm.tm_hour) || !num(14, 2, tm.tm_min) || !num(17, 2, tm.tm_sec)) {
+    return std::nullopt;
+  }
+  if (year < 1970 || month < 1 || month > 12 || tm.tm_mday < 1 || tm.tm_mday > 31 ||
+      tm.tm_hour > 23 || tm.tm_min > 59 || tm.tm_sec > 60) {
+    return std::nullopt;
+  }
+  tm.tm_year = year - 1900;
+  tm.tm_mon = month - 1;
+  tm.tm_isdst = -1;  // slurmctld prints its local time
+  std::time_t t = std::mktime(&tm);
+  if (t == static_cast<std::time_t>(-1)) return std::nullopt;
+  return static_cast<long long>(t);
+}
+
+Result<std::vector<PendingJob>> ParsePendingJobs(std::string_view output) {
+  std::vector<PendingJob> jobs;
+  for (std::string_view line : Lines(output)) {
+    std::string_view t = Trim(line);
+    if (t.empty()) continue;
+    size_t a = t.find('|');
+    size_t b = t.rfind('|');
+    auto bad = [&] {
+      return Fail(ErrorKind::kInvalidInput,
+                  "unexpected line in squeue output (expected id|reason|nodes): '" +
+                      std::string(t.substr(0, 120)) + "'");
+    };
+    if (a == std::string_view::npos || a == b || a == 0) return bad();
+    PendingJob job;
+    job.id = std::string(t.substr(0, a));
+    job.reason = std::string(Trim(t.substr(a + 1, b - a - 1)));
+    std::string_view n = Trim(t.substr(b + 1));
+    auto [end, ec] = std::from_chars(n.data(), n.data() + n.size(), job.nodes);
+    if (ec != std::errc() || end != n.data() + n.size() || job.nodes < 0) return bad();
+    if (job.nodes == 0) job.nodes = 1;
+    jobs.push_back(std::move(job));
+  }
+  return jobs;
 }
 
 Result<std::vector<std::string>> ExpandHostlist(std::string_view hostlist, size_t limit) {

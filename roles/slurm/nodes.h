@@ -5,6 +5,7 @@
 #define ONEHPC_ROLES_SLURM_NODES_H_
 
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -20,6 +21,7 @@ struct SlurmNode {
   std::string hostname;  ///< NodeHostName
   std::string state;     ///< State as printed, e.g. "IDLE+DYNAMIC_NORM+NOT_RESPONDING"
   std::string reason;    ///< Reason without Slurm's " [user@time]" suffix; "" if none
+  std::string reason_time;  ///< the time of that suffix (YYYY-MM-DDTHH:MM:SS); "" if none
   std::string features;  ///< AvailableFeatures
   /// Every Key=Value of the line (first occurrence wins; values may contain spaces).
   std::map<std::string, std::string> fields;
@@ -36,6 +38,19 @@ struct SlurmNode {
 /// Parses `scontrol -o show nodes` / `scontrol -o show node X` output. "No nodes in the
 /// system" (and empty output) is an empty list. A line without NodeName= is an error.
 Result<std::vector<SlurmNode>> ParseShowNodes(std::string_view output);
+
+/// A time as Slurm prints it (YYYY-MM-DDTHH:MM:SS, slurmctld's local time) in seconds since
+/// the epoch; nullopt for "None", "Unknown", "" or anything else.
+std::optional<long long> ParseSlurmTime(std::string_view text);
+
+/// A job of `squeue -h -t PENDING -o "%i|%r|%D"`.
+struct PendingJob {
+  std::string id;
+  std::string reason;  ///< Slurm's pending reason (%r), e.g. "Resources", "Dependency"
+  int nodes = 1;       ///< nodes it asks for (%D)
+};
+/// Parses those lines; a line that is not `id|reason|nodes` is an error.
+Result<std::vector<PendingJob>> ParsePendingJobs(std::string_view output);
 
 /// Expands a Slurm host list: "n[1-3,07-08],gpu" → n1 n2 n3 n07 n08 gpu; several bracket
 /// groups multiply ("r[1-2]n[1-2]"). kInvalidInput on unbalanced brackets, bad ranges or

@@ -87,6 +87,32 @@ Result<std::map<std::string, std::vector<std::string>>> SlurmClient::ActiveJobsB
   return ParseSqueueJobNodes(r->out);
 }
 
+Result<std::vector<PendingJob>> SlurmClient::PendingJobs() {
+  auto r = Run({options_.squeue, "-h", "-a", "-t", "PENDING", "-o", "%i|%r|%D"});
+  if (!r) return Fail(r.error());
+  if (r->exit_code != 0) {
+    return Fail(ErrorKind::kProcess,
+                "squeue failed (exit " + std::to_string(r->exit_code) + "): " + ProcessText(*r));
+  }
+  return ParsePendingJobs(r->out);
+}
+
+Status SlurmClient::SetJobAdminComment(const std::string& job_id, const std::string& text) {
+  const bool id_ok = !job_id.empty() && job_id.size() <= 32 &&
+                     job_id.find_first_not_of("0123456789_") == std::string::npos;
+  if (!id_ok) return Fail(ErrorKind::kInvalidInput, "refusing Slurm job id '" + job_id + "'");
+  if (text.find('\n') != std::string::npos) {
+    return Fail(ErrorKind::kInvalidInput, "an admin comment must be one line");
+  }
+  auto r = Run({options_.scontrol, "update", "jobid=" + job_id, "admincomment=" + text});
+  if (!r) return Fail(r.error());
+  if (r->exit_code != 0) {
+    return Fail(ErrorKind::kProcess, "scontrol update jobid=" + job_id + " admincomment failed (exit " +
+                                         std::to_string(r->exit_code) + "): " + ProcessText(*r));
+  }
+  return Ok();
+}
+
 Result<NodeChange> SlurmClient::Change(const std::string& name, std::vector<std::string> argv,
                                        const std::string& what) {
   if (!IsValidNodeName(name)) {

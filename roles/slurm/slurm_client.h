@@ -49,6 +49,12 @@ class SlurmClient {
   /// `squeue -h -a -t RUNNING,SUSPENDED,COMPLETING -o "%i %N"`: node → ids of the jobs that
   /// still hold it.
   Result<std::map<std::string, std::vector<std::string>>> ActiveJobsByNode();
+  /// `squeue -h -a -t PENDING -o "%i|%r|%D"`: the jobs that wait, with their reason and the
+  /// nodes they ask for.
+  Result<std::vector<PendingJob>> PendingJobs();
+  /// `scontrol update jobid=ID admincomment=TEXT` (what `scontrol show job` shows the
+  /// operator). kInvalidInput for an id that is not [0-9_]+ or a text with a newline.
+  Status SetJobAdminComment(const std::string& job_id, const std::string& text);
   /// `scontrol delete nodename=NAME` (one node). An error (kProcess) quotes scontrol's
   /// stderr, e.g. "Requested nodes are busy".
   Result<NodeChange> DeleteNode(const std::string& name);

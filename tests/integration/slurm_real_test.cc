@@ -30,6 +30,8 @@
 #include "roles/os/process.h"
 #include "roles/os/rooted.h"
 #include "roles/os/systemd.h"
+#include "roles/slurm/elastic.h"
+#include "roles/slurm/elastic_cycle.h"
 #include "roles/slurm/gres.h"
 #include "roles/slurm/munge.h"
 #include "roles/slurm/reconcile.h"
@@ -723,6 +725,132 @@ TEST_F(SlurmRealTest, FullNodeTableIsReported) {
   g_lab->KillAllSlurmds();
   g_lab->StopCtld();
   ASSERT_TRUE(g_lab->StartCtld(100, true, &why)) << why;
+}
+
+// Elastic mode against the real slurmctld: a job asking for 3 nodes on a 1-node cluster pends
+// for a reason the cycle grows for; the cycle asks OneFlow (the simulator) for 3 VMs; once the
+// new nodes register the job runs; later, with a job running on the first node, the two
+// others idle for longer than the limit are drained with the cycle's reason, then their exact
+// VMs are terminated while the job goes on.
+TEST_F(SlurmRealTest, ElasticGrowsForAWaitingJobAndShrinksByTheExactIdleVms) {
+  // No node of an earlier test may take the job.
+  {
+    auto c = g_lab->Client();
+    if (auto nodes = c.ShowNodes(); nodes) {
+      for (const auto& n : *nodes) {
+        (void)c.SetState(n.name, slurm::NodeStateChange::kDown, "elastic test");
+        (void)c.DeleteNode(n.name);
+      }
+    }
+  }
+  sim::RoleSpec worker = SimRole("worker", 1);
+  worker.min_vms = 1;
+  worker.max_vms = 3;
+  worker.cooldown_ms = 0;
+  const int service = sim_.CreateService("OneSlurm", {SimRole("controller", 1), worker});
+  const sim::VmHandle controller = sim_.AddVm(service, "controller");
+  std::map<std::string, int> vm_of;
+  auto add_worker = [&](const std::string& name) {
+    sim::VmSpec spec;
+    spec.user_template[slurm::kAttrNodeName] = name;
+    vm_of[name] = sim_.AddVm(service, "worker", spec).id;
+    g_lab->StartSlurmd(name);
+  };
+  auto idle = [](const slurm::SlurmNode& x) { return x.BaseState() == "IDLE"; };
+  add_worker("el1");
+  ASSERT_TRUE(WaitState("el1", idle, milliseconds(15000)));
+
+  long long shift = 0;  // seconds added to the cycle's clock ("the idle time has passed")
+  auto cycle = [&](bool dry_run = false) {
+    OneGateConfig c;
+    c.endpoint = sim_.Endpoint();
+    c.vmid = std::to_string(controller.id);
+    c.token = controller.token;
+    c.request_timeout = milliseconds(2000);
+    c.retry.max_attempts = 1;
+    OneGateClient client(c, http_, clock_);
+    ElasticOptions o;
+    o.slurm_conf = g_lab->conf();
+    o.state_file = g_lab->dir() + "/elastic.json";
+    o.limits.min_nodes = 1;
+    o.limits.max_nodes = 3;
+    o.dry_run = dry_run;
+    o.now = [&] { return static_cast<long long>(time(nullptr)) + shift; };
+    Files files;
+    return RunElastic(o, client, g_lab->runner(), clock_, files);
+  };
+  auto squeue = [&](const std::string& job, const std::string& format) {
+    std::string out = g_lab->Slurm({"squeue", "-h", "-j", job, "-o", format}).out;
+    while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
+    return out;
+  };
+
+  auto submitted = g_lab->Slurm({"sbatch", "--parsable", "--no-requeue", "-N3", "-o",
+                                 g_lab->dir() + "/jobs/%j.out", "--wrap", "sleep 8"});
+  ASSERT_TRUE(submitted.ok()) << "Slurm refused a 3-node job on a 1-node cluster: "
+                              << submitted.err;
+  std::string job = submitted.out.substr(0, submitted.out.find_first_of(";\n"));
+  std::string reason;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        reason = squeue(job, "%r");
+        return !reason.empty() && reason != "None";
+      },
+      milliseconds(15000)));
+  // Slurm 22.05: PartitionConfig (the partition has fewer nodes than the job asks for), which
+  // the cycle reads as "more nodes would help" only for a job asking more than are registered.
+  EXPECT_EQ(reason, "PartitionConfig");
+
+  // A dry run asks for nothing.
+  auto dry = cycle(true);
+  ASSERT_TRUE(dry) << dry.error().message;
+  EXPECT_EQ(sim_.Cardinality(service, "worker"), 1);
+
+  auto grow = cycle();
+  ASSERT_TRUE(grow) << grow.error().message;
+  EXPECT_EQ(grow->onegate_requests, 2);  // GET /service and the PUT
+  EXPECT_EQ(sim_.Cardinality(service, "worker"), 3) << "the cycle did not ask for 3 workers";
+  // OneFlow creates the two VMs; they boot and register.
+  add_worker("el2");
+  add_worker("el3");
+  EXPECT_TRUE(WaitFor([&] { return squeue(job, "%T") == "RUNNING"; }, milliseconds(30000)))
+      << "the 3-node job did not start: " << squeue(job, "%T %r");
+  EXPECT_TRUE(WaitFor([&] { return squeue(job, "%T").empty(); }, milliseconds(30000)));
+
+  // A long job on el1; the two others idle "for 11 minutes".
+  auto running = g_lab->Slurm({"sbatch", "--parsable", "--no-requeue", "-w", "el1", "-o",
+                               g_lab->dir() + "/jobs/%j.out", "--wrap", "sleep 300"});
+  ASSERT_TRUE(running.ok()) << running.err;
+  std::string keep = running.out.substr(0, running.out.find_first_of(";\n"));
+  ASSERT_TRUE(WaitFor([&] { return squeue(keep, "%T") == "RUNNING"; }, milliseconds(15000)));
+  for (const char* n : {"el2", "el3"}) {
+    ASSERT_TRUE(WaitState(n, idle, milliseconds(15000))) << n;
+    auto node = g_lab->Node(n);
+    ASSERT_TRUE(node);
+    ASSERT_TRUE(node->fields.count("LastBusyTime")) << "no LastBusyTime in scontrol's output";
+    EXPECT_TRUE(slurm::ParseSlurmTime(node->fields.at("LastBusyTime")))
+        << node->fields.at("LastBusyTime");
+  }
+  shift = 660;
+  auto drain = cycle();
+  ASSERT_TRUE(drain) << drain.error().message;
+  for (const char* n : {"el2", "el3"}) {
+    auto node = g_lab->Node(n);
+    ASSERT_TRUE(node);
+    EXPECT_TRUE(node->IsDrain()) << n << " " << node->state;
+    EXPECT_EQ(node->reason, elastic::kElasticIdleReason);
+  }
+  EXPECT_FALSE(g_lab->Node("el1")->IsDrain());
+  EXPECT_TRUE(sim_.Terminations().empty());
+
+  auto shrink = cycle();
+  ASSERT_TRUE(shrink) << shrink.error().message;
+  std::set<int> terminated;
+  for (const auto& t : sim_.Terminations()) terminated.insert(t.vm_id);
+  EXPECT_EQ(terminated, (std::set<int>{vm_of["el2"], vm_of["el3"]}));
+  EXPECT_EQ(sim_.Cardinality(service, "worker"), 1) << "OneFlow's watchdog lowers it";
+  EXPECT_EQ(squeue(keep, "%T"), "RUNNING") << "the job on el1 must go on";
+  g_lab->Slurm({"scancel", keep});
 }
 
 // The slurmd unit the worker renders is a valid unit for systemd 252 (no output at all).

@@ -170,6 +170,17 @@ TEST_F(OneGateClientTest, ScaleRoleRawJson) {
   EXPECT_EQ(Header(r, "Content-Type"), "application/json");
 }
 
+TEST_F(OneGateClientTest, TerminateVmPostsTheActionAsTheCliDoes) {
+  http_.Then(204);
+  auto client = Client();
+  ASSERT_TRUE(client.TerminateVm(305));
+  const HttpRequest& r = Only();
+  EXPECT_EQ(r.method, "POST");
+  EXPECT_EQ(r.url, "http://169.254.16.9:5030/vms/305/action");
+  EXPECT_EQ(r.body, R"({"action":{"perform":"terminate"}})");
+  EXPECT_EQ(Header(r, "Content-Type"), "application/json");
+}
+
 TEST_F(OneGateClientTest, ScaleRoleNameIsPathEncoded) {
   http_.Then(200);
   auto client = Client();

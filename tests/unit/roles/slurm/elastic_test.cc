@@ -13,6 +13,7 @@ namespace onehpc::elastic {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::IsEmpty;
 using Kind = Action::Kind;
 
 Worker Idle(int vm, int64_t idle_for = 0) {
@@ -76,6 +77,20 @@ TEST(ElasticTest, OnlyReasonsMoreNodesCureGrow) {
         "Reservation", "PartitionDown", "BadConstraints", "None", ""}) {
     EXPECT_FALSE(MoreNodesWouldHelp(r)) << r;
   }
+}
+
+// Slurm 22.05 (tests/integration/slurm_real_test.cc): a 3-node job on a 1-node cluster of
+// dynamic nodes pends for PartitionConfig, since the partition has fewer nodes than it asks.
+TEST(ElasticTest, PartitionConfigGrowsOnlyForAJobAskingMoreNodesThanAreRegistered) {
+  Snapshot s;
+  s.cardinality = 1;
+  s.workers = {Idle(1)};
+  s.pending = {{"7", "PartitionConfig", 3}};
+  EXPECT_EQ(Verbs(Decide(Lim(1, 8), s)), std::vector<std::string>{"grow 3"});
+  // Asking no more nodes than there are: something of each node no worker has (memory,
+  // CPUs): new workers of the same template would not help.
+  s.pending = {{"8", "PartitionConfig", 1}};
+  EXPECT_THAT(Verbs(Decide(Lim(1, 8), s)), IsEmpty());
 }
 
 TEST(ElasticTest, AJobNeedingThreeNodesGrowsAOneWorkerClusterToThree) {
@@ -200,8 +215,9 @@ TEST(ElasticTest, BootFailuresAreTerminatedAndTheLimitStopsReplacing) {
   s.workers = {Busy(1), Booting(2, 1000), Booting(3, 100)};
   s.pending = {{"7", "Resources", 3}};
   auto first = Decide(Lim(1, 8), s);
-  // VM 2 never registered: terminated; the job still needs 2 more beyond VM 3.
-  EXPECT_EQ(Verbs(first), (std::vector<std::string>{"terminate vm2", "grow 4"}));
+  // VM 2 never registered: terminated; the job still needs 2 more beyond VM 3. The new
+  // cardinality still counts VM 2: OneFlow's watchdog lowers it by one once VM 2 is DONE.
+  EXPECT_EQ(Verbs(first), (std::vector<std::string>{"terminate vm2", "grow 5"}));
   EXPECT_THAT(first[0].reason, HasSubstr("failed boot 1 in a row, limit 3"));
   s.consecutive_boot_failures = 2;
   auto third = Decide(Lim(1, 8), s);

@@ -1,0 +1,427 @@
+#include "roles/slurm/elastic_cycle.h"
+
+#include <fmt/format.h>
+
+#include <ctime>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "common/log.h"
+#include "roles/names.h"
+#include "roles/slurm/slurm_client.h"
+
+namespace onehpc {
+namespace {
+
+using elastic::Action;
+using Kind = elastic::Action::Kind;
+
+// OpenNebula VM states (STATE / LCM_STATE) of a VM on its way out of the role.
+constexpr int kVmDone = 6;
+constexpr int kVmActive = 3;
+bool Leaving(const VmInfo& vm) {
+  if (vm.state == kVmDone) return true;
+  if (vm.state != kVmActive) return false;
+  switch (vm.lcm_state) {
+    case 11:  // EPILOG
+    case 12:  // SHUTDOWN
+    case 15:  // CLEANUP_RESUBMIT
+    case 18:  // SHUTDOWN_POWEROFF
+    case 23:  // SHUTDOWN_UNDEPLOY
+    case 24:  // EPILOG_UNDEPLOY
+      return true;
+    default:
+      return false;
+  }
+}
+
+std::string Trimmed(const std::string& s) {
+  size_t b = s.find_first_not_of(" \t\r\n");
+  if (b == std::string::npos) return "";
+  return s.substr(b, s.find_last_not_of(" \t\r\n") - b + 1);
+}
+
+long long Since(long long now, std::optional<long long> then) {
+  if (!then || *then <= 0 || *then > now) return 0;
+  return now - *then;
+}
+
+bool HasJobs(const slurm::SlurmNode& n) {
+  const std::string base = n.BaseState();
+  return base == "ALLOCATED" || base == "MIXED" || base == "COMPLETING" ||
+         n.HasFlag("COMPLETING");
+}
+
+std::string Describe(const Action& a, const std::string& role) {
+  switch (a.kind) {
+    case Kind::kGrow:
+      return fmt::format("grow role {} to {} VMs: {}", role, a.target, a.reason);
+    case Kind::kResume:
+    case Kind::kDrain:
+      return fmt::format("{} {}: {}", elastic::ActionVerb(a.kind), a.node, a.reason);
+    case Kind::kTerminate:
+      return fmt::format("terminate VM {}{}: {}", a.vm_id, a.node.empty() ? "" : " (" + a.node + ")",
+                         a.reason);
+    case Kind::kJobTooLarge:
+      return fmt::format("job {} too large: {}", a.job, a.reason);
+    case Kind::kWait:
+    case Kind::kStopReplacing:
+      return fmt::format("{}: {}", elastic::ActionVerb(a.kind), a.reason);
+  }
+  return a.reason;
+}
+
+}  // namespace
+
+int ElasticReport::failures() const {
+  int n = 0;
+  for (const auto& o : outcomes) n += o.failed ? 1 : 0;
+  return n;
+}
+
+Result<ElasticState> LoadElasticState(Files& files, const std::string& path) {
+  auto text = files.ReadIfExists(path);
+  if (!text) return Fail(text.error());
+  ElasticState state;
+  if (!*text) return state;
+  auto j = nlohmann::json::parse(**text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) {
+    // A state file we cannot read starts the counts again: it only holds counters.
+    log::Warn("elastic: {} is not valid JSON: starting with empty counters", path);
+    return state;
+  }
+  if (auto it = j.find("consecutive_boot_failures"); it != j.end() && it->is_number_integer()) {
+    state.consecutive_boot_failures = std::max(0, it->get<int>());
+  }
+  if (auto it = j.find("registered_vms"); it != j.end() && it->is_array()) {
+    for (const auto& v : *it) {
+      if (v.is_number_integer()) state.registered_vms.insert(v.get<int>());
+    }
+  }
+  if (auto it = j.find("told_jobs"); it != j.end() && it->is_array()) {
+    for (const auto& v : *it) {
+      if (v.is_string()) state.told_jobs.insert(v.get<std::string>());
+    }
+  }
+  return state;
+}
+
+Status SaveElasticState(Files& files, const std::string& path, const ElasticState& state) {
+  nlohmann::json j = {{"consecutive_boot_failures", state.consecutive_boot_failures},
+                      {"registered_vms", state.registered_vms},
+                      {"told_jobs", state.told_jobs}};
+  std::string text = j.dump(2) + "\n";
+  auto same = files.ReadIfExists(path);
+  if (same && *same && **same == text) return Ok();
+  return files.WriteAtomic(path, text, 0600);
+}
+
+Result<elastic::Snapshot> BuildElasticSnapshot(const ServiceInfo& service, const std::string& role,
+                                               const std::vector<slurm::SlurmNode>& nodes,
+                                               const std::vector<slurm::PendingJob>& pending,
+                                               long long now, int consecutive_boot_failures) {
+  const ServiceRole* r = service.FindRole(role);
+  if (r == nullptr) {
+    return Fail(ErrorKind::kInvalidInput,
+                "the service has no role '" + role + "' (ONEAPP_SLURM_ELASTIC_ROLE)");
+  }
+  std::map<std::string, const slurm::SlurmNode*> by_name;
+  for (const auto& n : nodes) by_name[n.name] = &n;
+
+  elastic::Snapshot s;
+  s.cardinality = r->cardinality;
+  s.service_running = service.state == 2;  // RUNNING: OneFlow accepts a scale request
+  s.consecutive_boot_failures = consecutive_boot_failures;
+  s.pending = pending;
+  for (const auto& node : r->nodes) {
+    if (!node.vm || !node.vm->has_user_template) {
+      return Fail(ErrorKind::kInvalidInput,
+                  "OneGate listed VM " + std::to_string(node.vm_id) + " of role '" + role +
+                      "' without its details: the cycle cannot tell its state");
+    }
+    const VmInfo& vm = *node.vm;
+    if (Leaving(vm)) {
+      ++s.leaving_vms;
+      continue;
+    }
+    elastic::Worker w;
+    w.vm_id = node.vm_id;
+    w.vm_age_seconds = vm.stime > 0 && vm.stime <= now ? now - vm.stime : 0;
+    std::string name = Trimmed(vm.Attr(slurm::kAttrNodeName));
+    auto found = name.empty() ? by_name.end() : by_name.find(name);
+    if (found != by_name.end()) {
+      const slurm::SlurmNode& n = *found->second;
+      w.node = n.name;
+      w.base_state = n.BaseState();
+      w.drain = n.IsDrain();
+      w.not_responding = n.IsNotResponding();
+      w.jobs = HasJobs(n) ? 1 : 0;
+      w.reason = n.reason;
+      w.reason_age_seconds = Since(now, slurm::ParseSlurmTime(n.reason_time));
+      if (w.base_state == "IDLE") {
+        auto busy = n.fields.find("LastBusyTime");
+        w.idle_for_seconds =
+            busy == n.fields.end() ? 0 : Since(now, slurm::ParseSlurmTime(busy->second));
+      }
+    }
+    s.workers.push_back(std::move(w));
+  }
+  return s;
+}
+
+Result<ElasticReport> RunElastic(const ElasticOptions& options, OneGateClient& onegate,
+                                 ProcessRunner& runner, Clock& clock, Files& files) {
+  const TimePoint start = clock.Now();
+  const long long now = options.now ? options.now() : static_cast<long long>(std::time(nullptr));
+  ElasticReport report;
+  const std::string pfx = options.dry_run ? "elastic (dry run): " : "elastic: ";
+  auto skip = [&](std::string why) {
+    report.skipped = std::move(why);
+    log::Warn("{}no change this cycle: {}", pfx, report.skipped);
+    return report;
+  };
+
+  auto state = LoadElasticState(files, options.state_file);
+  if (!state) return Fail(state.error().WithContext("elastic: reading its state"));
+
+  const int requests_before = onegate.requests_sent();
+  auto service = onegate.GetService(true);
+  report.onegate_requests = onegate.requests_sent() - requests_before;
+  if (!service) {
+    return skip("OneGate GET /service?extended=true failed: " + service.error().message);
+  }
+
+  slurm::SlurmClientOptions client_options;
+  client_options.slurm_conf = options.slurm_conf;
+  client_options.timeout = options.command_timeout;
+  slurm::SlurmClient client(runner, client_options);
+  auto finish = [&]() {
+    report.slurm_calls = client.calls();
+    report.onegate_requests = onegate.requests_sent() - requests_before;
+  };
+  auto nodes = client.ShowNodes();
+  if (!nodes) {
+    finish();
+    return Fail(nodes.error().WithContext("elastic: reading the Slurm nodes"));
+  }
+  auto pending = client.PendingJobs();
+  if (!pending) {
+    finish();
+    return Fail(pending.error().WithContext("elastic: reading the pending jobs"));
+  }
+
+  // A worker that registered since the last cycle ends a run of failed boots.
+  std::set<int> registered_now;
+  {
+    auto probe = BuildElasticSnapshot(*service, options.role, *nodes, *pending, now, 0);
+    if (!probe) {
+      finish();
+      return skip(probe.error().message);
+    }
+    for (const auto& w : probe->workers) {
+      if (!w.node.empty()) registered_now.insert(w.vm_id);
+    }
+  }
+  for (int vm : registered_now) {
+    if (!state->registered_vms.count(vm) && state->consecutive_boot_failures > 0) {
+      log::Info("{}VM {} registered in Slurm: the count of failed boots in a row ({}) starts again",
+                pfx, vm, state->consecutive_boot_failures);
+      state->consecutive_boot_failures = 0;
+      break;
+    }
+  }
+  auto snapshot = BuildElasticSnapshot(*service, options.role, *nodes, *pending, now,
+                                       state->consecutive_boot_failures);
+  if (!snapshot) {
+    finish();
+    return skip(snapshot.error().message);
+  }
+  report.snapshot = *snapshot;
+  const std::vector<Action> actions = elastic::Decide(options.limits, *snapshot);
+
+  // The ERROR of this VM, as the service document shows it (no extra request).
+  std::optional<std::string> own_error;
+  for (const auto& r : service->roles) {
+    for (const auto& n : r.nodes) {
+      if (n.vm && std::to_string(n.vm_id) == onegate.vmid()) {
+        if (auto it = n.vm->user_template.find("ERROR"); it != n.vm->user_template.end()) {
+          own_error = it->second;
+        }
+      }
+    }
+  }
+
+  bool stop_replacing = false;
+  bool node_changes = false;
+  std::set<std::string> pending_ids;
+  for (const auto& j : *pending) pending_ids.insert(j.id);
+  for (const Action& a : actions) {
+    ElasticOutcome o;
+    o.action = a;
+    const std::string what = Describe(a, options.role);
+    const bool changes = a.kind != Kind::kWait;
+    if (a.kind == Kind::kStopReplacing) stop_replacing = true;
+    if (!changes) {
+      log::Info("{}{}", pfx, what);
+      report.outcomes.push_back(std::move(o));
+      continue;
+    }
+    if (a.kind == Kind::kJobTooLarge && state->told_jobs.count(a.job)) {
+      o.note = "its AdminComment already says so";
+      log::Info("{}{} ({})", pfx, what, o.note);
+      report.outcomes.push_back(std::move(o));
+      continue;
+    }
+    if (options.dry_run) {
+      log::Info("{}would {}", pfx, what);
+      report.outcomes.push_back(std::move(o));
+      continue;
+    }
+    if (clock.Now() - start > options.budget) {
+      o.note = fmt::format("left for the next cycle: the time budget of {} ms is used up",
+                           options.budget.count());
+      log::Warn("{}{}: {}", pfx, what, o.note);
+      report.outcomes.push_back(std::move(o));
+      continue;
+    }
+    log::Info("{}{}", pfx, what);
+    Status result = Ok();
+    switch (a.kind) {
+      case Kind::kGrow: {
+        result = onegate.ScaleRole(options.role, a.target);
+        if (!result && onegate.last_failure().status == 400) {
+          // OneFlow refuses during SCALING and COOLDOWN, outside min_vms/max_vms, or when the
+          // cardinality is already N: not a failure of this cycle.
+          o.note = "OneFlow refused (400: scaling, cooldown, or outside the role's min_vms/"
+                   "max_vms): asked again next cycle";
+          log::Warn("{}grow role {} to {}: {}", pfx, options.role, a.target, o.note);
+          result = Ok();
+          report.outcomes.push_back(std::move(o));
+          continue;
+        }
+        break;
+      }
+      case Kind::kResume:
+      case Kind::kDrain: {
+        auto r = client.SetState(a.node,
+                                 a.kind == Kind::kDrain ? slurm::NodeStateChange::kDrain
+                                                        : slurm::NodeStateChange::kResume,
+                                 elastic::kElasticIdleReason);
+        if (!r) result = Fail(r.error());
+        node_changes = true;
+        break;
+      }
+      case Kind::kTerminate: {
+        if (!a.node.empty()) {
+          // Read the node again: a job may have landed between the drain and now.
+          auto n = client.ShowNode(a.node);
+          if (!n) {
+            result = Fail(n.error().WithContext("reading " + a.node + " before its terminate"));
+            break;
+          }
+          if (*n && (HasJobs(**n) || !(*n)->IsDrain())) {
+            o.note = fmt::format("not terminated: {} is {} now (a job got onto it, or it was "
+                                 "resumed)",
+                                 a.node, (*n)->state);
+            log::Info("{}terminate VM {}: {}", pfx, a.vm_id, o.note);
+            report.outcomes.push_back(std::move(o));
+            continue;
+          }
+        }
+        result = onegate.TerminateVm(a.vm_id);
+        if (result && a.node.empty()) ++state->consecutive_boot_failures;
+        break;
+      }
+      case Kind::kJobTooLarge: {
+        result = client.SetJobAdminComment(a.job, "one-hpc elastic: " + a.reason);
+        if (result) state->told_jobs.insert(a.job);
+        break;
+      }
+      case Kind::kStopReplacing: {
+        std::string error = std::string(kElasticErrorPrefix) + " " + a.reason;
+        if (!OneGateValueProblem(error).empty()) {
+          error = std::string(kElasticErrorPrefix) +
+                  " worker boots keep failing: growing and replacing stopped";
+        }
+        if (own_error && *own_error == error) {
+          o.note = "ERROR already published";
+        } else {
+          result = onegate.UpdateVm({{"ERROR", error}});
+        }
+        break;
+      }
+      case Kind::kWait:
+        break;
+    }
+    if (!result) {
+      o.failed = true;
+      o.note = result.error().message;
+      log::Error("{}{} -- FAILED: {}", pfx, what, o.note);
+    } else {
+      o.done = o.note.empty();
+    }
+    report.outcomes.push_back(std::move(o));
+  }
+
+  if (!options.dry_run) {
+    // Our ERROR goes once replacing is allowed again (a worker registered, or the count was
+    // reset); an ERROR that is not ours (a failed configure) is left alone.
+    if (!stop_replacing && own_error && own_error->starts_with(kElasticErrorPrefix)) {
+      if (auto e = onegate.EraseVmAttribute("ERROR"); !e) {
+        log::Warn("{}could not erase its ERROR: {}", pfx, e.error().message);
+      } else {
+        log::Info("{}ERROR erased: workers register again", pfx);
+      }
+    }
+    if (node_changes && clock.Now() - start <= options.budget + Duration(10000)) {
+      // Exit codes lie: read the drains and resumes back once.
+      auto after = client.ShowNodes();
+      if (!after) {
+        log::Warn("{}cannot verify the changes: {}", pfx, after.error().message);
+      } else {
+        std::map<std::string, const slurm::SlurmNode*> by_name;
+        for (const auto& n : *after) by_name[n.name] = &n;
+        for (auto& o : report.outcomes) {
+          if (!o.done) continue;
+          auto found = by_name.find(o.action.node);
+          if (found == by_name.end()) continue;
+          const bool drained = found->second->IsDrain();
+          if ((o.action.kind == Kind::kDrain && !drained) ||
+              (o.action.kind == Kind::kResume && drained)) {
+            o.done = false;
+            o.failed = true;
+            o.note = "scontrol reported success but the node is " + found->second->state;
+            log::Error("{}{} {}: {}", pfx, elastic::ActionVerb(o.action.kind), o.action.node,
+                       o.note);
+          }
+        }
+      }
+    }
+    state->registered_vms = registered_now;
+    std::set<std::string> still;
+    for (const auto& id : state->told_jobs) {
+      if (pending_ids.count(id)) still.insert(id);
+    }
+    state->told_jobs = std::move(still);
+    if (auto s = SaveElasticState(files, options.state_file, *state); !s) {
+      log::Warn("{}could not save its state: {}", pfx, s.error().message);
+    }
+  }
+  finish();
+  int done = 0;
+  for (const auto& o : report.outcomes) done += o.done ? 1 : 0;
+  log::Info(
+      "{}{} worker VMs ({} registered, cardinality {}), {} pending job(s): {} action(s), {} "
+      "done, {} failed ({} OneGate request(s), {} Slurm calls)",
+      pfx, report.snapshot.workers.size(), registered_now.size(), report.snapshot.cardinality,
+      pending->size(), report.outcomes.size(), done, report.failures(), report.onegate_requests,
+      report.slurm_calls);
+  return report;
+}
+
+int ElasticExitCode(const Result<ElasticReport>& result) {
+  if (!result) return 1;
+  return result->failures() > 0 ? 1 : 0;
+}
+
+}  // namespace onehpc

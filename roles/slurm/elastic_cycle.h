@@ -1,0 +1,101 @@
+// `one-hpc elastic` (oneslurm-elastic.timer, every 60 s on the controller when
+// ONEAPP_SLURM_ELASTIC=YES): one elastic cycle. It reads the state once — ONE OneGate request
+// (GET /service?extended=true), `scontrol -o show nodes` and `squeue -t PENDING` — builds the
+// Snapshot of roles/slurm/elastic.h, asks elastic::Decide, and carries the actions out:
+//   grow       PUT /service/role/<role> {"cardinality": N}; a 400 (OneFlow refuses during
+//              SCALING/COOLDOWN, or outside min_vms/max_vms) is "asked again next cycle";
+//   drain      scontrol update nodename=<node> state=drain reason="one-hpc elastic: idle";
+//   resume     scontrol update nodename=<node> state=resume (only our own idle drains);
+//   terminate  after `scontrol -o show node <node>` shows it still IDLE+DRAIN (no job got onto
+//              it since), POST /vms/<id>/action terminate: exactly that VM; OneFlow's watchdog
+//              then lowers the role's cardinality;
+//   job-too-large  the job's AdminComment says so (once per job);
+//   stop-replacing the ERROR attribute of the controller's VM says so (`onevm show`); erased
+//              by the cycle once a worker registers again.
+// Every decision is one log line with its reason; --dry-run logs them as "would ..." and
+// changes nothing. Cost per cycle, whatever the number of workers: 1 OneGate request and 2
+// Slurm calls to read, then one call per change (and one read of the node before each
+// terminate), and one `scontrol -o show nodes` to verify drains and resumes.
+// The count of failed boots in a row and the jobs already told are kept in a small state
+// file between cycles (written atomically).
+#ifndef ONEHPC_ROLES_SLURM_ELASTIC_CYCLE_H_
+#define ONEHPC_ROLES_SLURM_ELASTIC_CYCLE_H_
+
+#include <functional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/error.h"
+#include "context/onegate.h"
+#include "roles/names.h"
+#include "roles/os/files.h"
+#include "roles/os/process.h"
+#include "roles/slurm/elastic.h"
+#include "roles/slurm/nodes.h"
+
+namespace onehpc {
+
+inline constexpr char kElasticStateFile[] = "/var/lib/one-hpc/elastic.json";
+/// The ERROR the cycle publishes starts with this (and only such an ERROR is erased by it).
+inline constexpr char kElasticErrorPrefix[] = "elastic:";
+
+struct ElasticOptions {
+  std::string role = slurm::kWorkerRole;  ///< the service's role whose VMs are the Slurm nodes
+  elastic::Limits limits;
+  std::string slurm_conf;  ///< SLURM_CONF for scontrol/squeue; "" = Slurm's default
+  Duration command_timeout{10000};
+  /// No change starts after this much time (the unit's TimeoutStartSec is 50 s).
+  Duration budget{25000};
+  bool dry_run = false;
+  std::string state_file = kElasticStateFile;
+  /// Seconds since the epoch (STIME, Slurm's times); default: time(nullptr).
+  std::function<long long()> now;
+};
+
+/// What the cycle keeps between runs.
+struct ElasticState {
+  int consecutive_boot_failures = 0;
+  std::set<int> registered_vms;     ///< VMs whose node was registered at the last cycle
+  std::set<std::string> told_jobs;  ///< jobs too large whose AdminComment says so
+};
+Result<ElasticState> LoadElasticState(Files& files, const std::string& path);
+Status SaveElasticState(Files& files, const std::string& path, const ElasticState& state);
+
+/// One action as it went.
+struct ElasticOutcome {
+  elastic::Action action;
+  bool done = false;     ///< carried out (false in a dry run, or when skipped or failed)
+  std::string note;      ///< why it was not carried out, or what happened ("refused: ...")
+  bool failed = false;
+};
+
+struct ElasticReport {
+  std::string skipped;  ///< non-empty: nothing decided on purpose (OneGate failed, no role)
+  elastic::Snapshot snapshot;
+  std::vector<ElasticOutcome> outcomes;
+  int onegate_requests = 0;
+  int slurm_calls = 0;
+  int failures() const;
+};
+
+/// The snapshot of one moment: the worker role of the service document (extended), the
+/// registered Slurm nodes and the pending jobs. kInvalidInput when the document does not
+/// carry the VMs' details (a compact view): the cycle must not act on a guess.
+Result<elastic::Snapshot> BuildElasticSnapshot(const ServiceInfo& service, const std::string& role,
+                                               const std::vector<slurm::SlurmNode>& nodes,
+                                               const std::vector<slurm::PendingJob>& pending,
+                                               long long now, int consecutive_boot_failures);
+
+/// One cycle. Returns an error only when Slurm's state cannot be read; OneGate trouble is a
+/// skipped cycle; failed changes are in the report.
+Result<ElasticReport> RunElastic(const ElasticOptions& options, OneGateClient& onegate,
+                                 ProcessRunner& runner, Clock& clock, Files& files);
+
+/// 0 for a cycle that ran (even skipped), 1 when Slurm could not be read or a change failed.
+int ElasticExitCode(const Result<ElasticReport>& result);
+
+}  // namespace onehpc
+
+#endif  // ONEHPC_ROLES_SLURM_ELASTIC_CYCLE_H_
