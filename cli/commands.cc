@@ -30,6 +30,9 @@
 #include "roles/os/rooted.h"
 #include "roles/os/systemd.h"
 #include "roles/os/tcp.h"
+#include "roles/slurm/controller_setup.h"
+#include "roles/slurm/elastic_cycle.h"
+#include "roles/slurm/elastic_settings.h"
 #include "roles/slurm/key_delivery.h"
 #include "roles/slurm/munge.h"
 #include "roles/slurm/reconcile.h"
@@ -349,6 +352,43 @@ int CmdReconcile(const CommonOptions& options) {
   RealProcessRunner runner;
   ReconcileOptions reconcile;
   return ReconcileExitCode(RunReconcile(reconcile, **onegate, runner, SystemClock()));
+}
+
+int CmdElastic(const CommonOptions& options, bool dry_run) {
+  auto context = LoadForCommand(options, false);
+  if (!context) {
+    log::Error("elastic: cannot read the VM's context, changing nothing: {}",
+               context.error().message);
+    return ExitCodeFor(context.error().kind);
+  }
+  std::vector<SettingSpec> specs = ElasticSettings(slurm::kControllerRole);
+  specs.push_back(MaxNodesSetting(slurm::kControllerRole));
+  auto settings = Settings::Resolve(specs, context->vars);
+  if (!settings) {
+    log::Error("elastic: {}", settings.error().message);
+    return ExitCodeFor(settings.error().kind);
+  }
+  if (!settings->GetBool(kElasticSetting) && !dry_run) {
+    log::Info("elastic: elastic mode is off ({}=NO): nothing to do", kElasticSetting);
+    return kExitOk;
+  }
+  auto limits = ElasticLimits(*settings);
+  if (!limits) {
+    log::Error("elastic: {}", limits.error().message);
+    return ExitCodeFor(limits.error().kind);
+  }
+  CurlTransport http;
+  auto onegate = OneGateFor(*context, http);
+  if (!onegate) {
+    log::Error("elastic: OneGate is not configured, changing nothing: {}", onegate.error().message);
+    return ExitCodeFor(onegate.error().kind);
+  }
+  RealProcessRunner runner;
+  Files files(options.root);
+  ElasticOptions elastic;
+  elastic.limits = *limits;
+  elastic.dry_run = dry_run;
+  return ElasticExitCode(RunElastic(elastic, **onegate, runner, SystemClock(), files));
 }
 
 int CmdStatus(const CommonOptions& options, bool json) {

@@ -129,6 +129,17 @@ int Main(int argc, char** argv) {
                          "(oneslurm-reconcile.service)");
   add_common(reconcile, false);
 
+  bool elastic_dry_run = false;
+  auto* elastic = app.add_subcommand(
+      "elastic",
+      "Slurm controller or portal with ONEAPP_SLURM_ELASTIC=YES: one elastic cycle, growing the "
+      "worker role for waiting jobs and terminating idle drained nodes' VMs "
+      "(oneslurm-elastic.service)");
+  add_common(elastic, false);
+  elastic->add_flag(
+      "--dry-run", elastic_dry_run,
+      "Print what the cycle would do and change nothing (also with elastic mode off)");
+
   auto* self_drain = app.add_subcommand("self-drain",
                                         "Slurm worker: take this node out of Slurm at shutdown "
                                         "(ExecStop of oneslurm-self-drain.service)");
@@ -224,6 +235,7 @@ int Main(int argc, char** argv) {
     return kExitOk;
   }
   if (*reconcile) return CmdReconcile(options);
+  if (*elastic) return CmdElastic(options, elastic_dry_run);
   if (*status) return CmdStatus(options, json);
   if (*self_drain) return CmdSelfDrain(options);
   if (*follow) return CmdFollow(options);

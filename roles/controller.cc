@@ -6,6 +6,7 @@
 #include "roles/names.h"
 #include "roles/slurm/accounting.h"
 #include "roles/slurm/controller_setup.h"
+#include "roles/slurm/elastic_settings.h"
 
 namespace onehpc {
 namespace {
@@ -60,7 +61,9 @@ std::vector<SettingSpec> ControllerSettings() {
       " every 30 minutes. Turned off again, slurmdbd, MariaDB and the dumps stop; the database "
       "and the dumps are kept.";
   accounting.roles = {slurm::kControllerRole};
-  return {MaxNodesSetting(slurm::kControllerRole), accounting};
+  std::vector<SettingSpec> specs = {MaxNodesSetting(slurm::kControllerRole), accounting};
+  for (auto& s : ElasticSettings(slurm::kControllerRole)) specs.push_back(std::move(s));
+  return specs;
 }
 
 Result<std::string> ControllerHostname(const ContextVars& vars) {

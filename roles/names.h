@@ -79,6 +79,8 @@ inline constexpr char kSlurmdUnit[] = "slurmd.service";
 inline constexpr char kMungeUnit[] = "munge.service";
 inline constexpr char kSelfDrainUnit[] = "oneslurm-self-drain.service";
 inline constexpr char kReconcileTimer[] = "oneslurm-reconcile.timer";
+/// Elastic mode (ONEAPP_SLURM_ELASTIC=YES): `one-hpc elastic` every 60 s.
+inline constexpr char kElasticTimer[] = "oneslurm-elastic.timer";
 /// Accounting dumps (the portal, and the controller with accounting on).
 inline constexpr char kAccountingDumpTimer[] = "one-hpc-accounting-dump.timer";
 /// OneSlurm workers: `one-hpc follow` every 30 s (a rotated key, a replaced controller).

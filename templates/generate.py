@@ -112,6 +112,24 @@ class Service:
         self.known = {s["name"]: s for s in settings}
         self.known_roles = sorted({r for s in settings for r in s.get("roles", [])})
         self.roles = desc["roles"]
+        # A role with "elastic_limits_of": R gets the elastic minimum and maximum from role R's
+        # min_vms and max_vms as wiring values: OneGate does not show a role's limits, and the
+        # cycle must not ask OneFlow for more (or fewer) VMs than OneFlow allows.
+        by_name = {r["name"]: r for r in self.roles}
+        for r in self.roles:
+            target = r.get("elastic_limits_of")
+            if target is None:
+                continue
+            if target not in by_name:
+                raise GenerateError(f"{desc['id']}: role {r['name']}: elastic_limits_of names no "
+                                    f"role: {target!r}")
+            limits = by_name[target]
+            if "min_vms" not in limits or "max_vms" not in limits:
+                raise GenerateError(f"{desc['id']}: role {target} needs min_vms and max_vms "
+                                    f"(role {r['name']} takes its elastic limits from them)")
+            r.setdefault("wiring", {})
+            r["wiring"]["ONEAPP_SLURM_ELASTIC_MIN_NODES"] = str(limits["min_vms"])
+            r["wiring"]["ONEAPP_SLURM_ELASTIC_MAX_NODES"] = str(limits["max_vms"])
         self.program_roles = [r.get("program_role", r["name"]) for r in self.roles]
         self.context = desc.get("context", {})
         # pending: declared by the description, unknown to one-hpc.

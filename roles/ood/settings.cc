@@ -3,6 +3,7 @@
 #include "roles/host/address.h"
 #include "roles/ood/users.h"
 #include "roles/slurm/controller_setup.h"
+#include "roles/slurm/elastic_settings.h"
 
 namespace onehpc::ood {
 namespace {
@@ -98,6 +99,7 @@ std::vector<SettingSpec> PortalSettings() {
   for (auto& spec : SharedNfsSettings()) specs.push_back(spec);
   // The service template sets it to the workers' max_vms.
   specs.push_back(MaxNodesSetting(kPortalRole));
+  for (auto& s : ElasticSettings(kPortalRole)) specs.push_back(std::move(s));
   return specs;
 }
 

@@ -11,6 +11,7 @@
 #include "roles/host/hostname.h"
 #include "roles/names.h"
 #include "roles/slurm/accounting.h"
+#include "roles/slurm/elastic_settings.h"
 #include "roles/slurm/gres.h"
 #include "roles/slurm/key_delivery.h"
 #include "roles/slurm/munge.h"
@@ -96,6 +97,10 @@ Status WaitForSlurmctld(RoleEnv& env, const std::string& host) {
 }  // namespace
 
 Result<ControllerKeys> SetUpSlurmController(RoleEnv& env, const ControllerSetup& setup) {
+  // Bad elastic limits stop the configure before it changes anything.
+  if (env.settings.GetBool(kElasticSetting)) {
+    if (auto limits = ElasticLimits(env.settings); !limits) return Fail(limits.error());
+  }
   if (auto s = host::EnsureHostname(env, setup.host,
                                     "SlurmctldHost must equal the controller's short host name");
       !s) {
@@ -234,6 +239,8 @@ Result<ControllerKeys> SetUpSlurmController(RoleEnv& env, const ControllerSetup&
       !s) {
     return Fail(s.error());
   }
+
+  if (auto s = EnsureElasticTimer(env); !s) return Fail(s.error());
 
   auto server = slurm::EnsureBoxKeyPair(env, slurm::kKeyServerKeyPath,
                                         "the key server boxes the munge key with it; workers "

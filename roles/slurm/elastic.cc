@@ -96,9 +96,8 @@ std::vector<Action> Decide(const Limits& limits, const Snapshot& s) {
   // ---- 2. grow
   int demand = 0;
   std::vector<std::string> waiting;
-  const int registered =
-      static_cast<int>(std::count_if(s.workers.begin(), s.workers.end(),
-                                     [](const Worker& w) { return !w.node.empty(); }));
+  const int registered = static_cast<int>(std::count_if(
+      s.workers.begin(), s.workers.end(), [](const Worker& w) { return !w.node.empty(); }));
   for (const auto& job : s.pending) {
     if (!MoreNodesWouldHelp(job.reason)) {
       // Slurm 22.05 says PartitionConfig when a job asks for more nodes than the partition

@@ -70,7 +70,7 @@ struct Worker {
 };
 
 struct Snapshot {
-  int cardinality = 0;          ///< the role's cardinality (OneFlow's target)
+  int cardinality = 0;  ///< the role's cardinality (OneFlow's target)
   /// VMs still in the role's nodes[] but on their way out (shutting down, DONE): not workers,
   /// and not VMs still to be created either.
   int leaving_vms = 0;

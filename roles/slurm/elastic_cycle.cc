@@ -48,8 +48,7 @@ long long Since(long long now, std::optional<long long> then) {
 
 bool HasJobs(const slurm::SlurmNode& n) {
   const std::string base = n.BaseState();
-  return base == "ALLOCATED" || base == "MIXED" || base == "COMPLETING" ||
-         n.HasFlag("COMPLETING");
+  return base == "ALLOCATED" || base == "MIXED" || base == "COMPLETING" || n.HasFlag("COMPLETING");
 }
 
 std::string Describe(const Action& a, const std::string& role) {
@@ -60,8 +59,8 @@ std::string Describe(const Action& a, const std::string& role) {
     case Kind::kDrain:
       return fmt::format("{} {}: {}", elastic::ActionVerb(a.kind), a.node, a.reason);
     case Kind::kTerminate:
-      return fmt::format("terminate VM {}{}: {}", a.vm_id, a.node.empty() ? "" : " (" + a.node + ")",
-                         a.reason);
+      return fmt::format("terminate VM {}{}: {}", a.vm_id,
+                         a.node.empty() ? "" : " (" + a.node + ")", a.reason);
     case Kind::kJobTooLarge:
       return fmt::format("job {} too large: {}", a.job, a.reason);
     case Kind::kWait:
@@ -122,8 +121,7 @@ Result<elastic::Snapshot> BuildElasticSnapshot(const ServiceInfo& service, const
                                                long long now, int consecutive_boot_failures) {
   const ServiceRole* r = service.FindRole(role);
   if (r == nullptr) {
-    return Fail(ErrorKind::kInvalidInput,
-                "the service has no role '" + role + "' (ONEAPP_SLURM_ELASTIC_ROLE)");
+    return Fail(ErrorKind::kInvalidInput, "the service has no role '" + role + "'");
   }
   std::map<std::string, const slurm::SlurmNode*> by_name;
   for (const auto& n : nodes) by_name[n.name] = &n;
@@ -292,8 +290,9 @@ Result<ElasticReport> RunElastic(const ElasticOptions& options, OneGateClient& o
         if (!result && onegate.last_failure().status == 400) {
           // OneFlow refuses during SCALING and COOLDOWN, outside min_vms/max_vms, or when the
           // cardinality is already N: not a failure of this cycle.
-          o.note = "OneFlow refused (400: scaling, cooldown, or outside the role's min_vms/"
-                   "max_vms): asked again next cycle";
+          o.note =
+              "OneFlow refused (400: scaling, cooldown, or outside the role's min_vms/"
+              "max_vms): asked again next cycle";
           log::Warn("{}grow role {} to {}: {}", pfx, options.role, a.target, o.note);
           result = Ok();
           report.outcomes.push_back(std::move(o));
@@ -320,9 +319,10 @@ Result<ElasticReport> RunElastic(const ElasticOptions& options, OneGateClient& o
             break;
           }
           if (*n && (HasJobs(**n) || !(*n)->IsDrain())) {
-            o.note = fmt::format("not terminated: {} is {} now (a job got onto it, or it was "
-                                 "resumed)",
-                                 a.node, (*n)->state);
+            o.note = fmt::format(
+                "not terminated: {} is {} now (a job got onto it, or it was "
+                "resumed)",
+                a.node, (*n)->state);
             log::Info("{}terminate VM {}: {}", pfx, a.vm_id, o.note);
             report.outcomes.push_back(std::move(o));
             continue;

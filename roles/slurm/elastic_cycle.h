@@ -66,8 +66,8 @@ Status SaveElasticState(Files& files, const std::string& path, const ElasticStat
 /// One action as it went.
 struct ElasticOutcome {
   elastic::Action action;
-  bool done = false;     ///< carried out (false in a dry run, or when skipped or failed)
-  std::string note;      ///< why it was not carried out, or what happened ("refused: ...")
+  bool done = false;  ///< carried out (false in a dry run, or when skipped or failed)
+  std::string note;   ///< why it was not carried out, or what happened ("refused: ...")
   bool failed = false;
 };
 

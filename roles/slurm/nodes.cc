@@ -181,8 +181,8 @@ Result<std::vector<SlurmNode>> ParseShowNodes(std::string_view output) {
 
 std::optional<long long> ParseSlurmTime(std::string_view text) {
   // 2026-12-03T14:05:09
-  if (text.size() != 19 || text[4] != '-' || text[7] != '-' || text[10] != 'T' ||
-      text[13] != ':' || text[16] != ':') {
+  if (text.size() != 19 || text[4] != '-' || text[7] != '-' || text[10] != 'T' || text[13] != ':' ||
+      text[16] != ':') {
     return std::nullopt;
   }
   auto num = [&](size_t pos, size_t len, int& out) {
@@ -191,8 +191,8 @@ std::optional<long long> ParseSlurmTime(std::string_view text) {
   };
   std::tm tm{};
   int year = 0, month = 0;
-  if (!num(0, 4, year) || !num(5, 2, month) || !num(8, 2, tm.tm_mday) ||
-      !num(11, 2, tm.tm_hour) || !num(14, 2, tm.tm_min) || !num(17, 2, tm.tm_sec)) {
+  if (!num(0, 4, year) || !num(5, 2, month) || !num(8, 2, tm.tm_mday) || !num(11, 2, tm.tm_hour) ||
+      !num(14, 2, tm.tm_min) || !num(17, 2, tm.tm_sec)) {
     return std::nullopt;
   }
   if (year < 1970 || month < 1 || month > 12 || tm.tm_mday < 1 || tm.tm_mday > 31 ||

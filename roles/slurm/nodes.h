@@ -16,13 +16,13 @@ namespace onehpc::slurm {
 
 /// One node of `scontrol -o show nodes`.
 struct SlurmNode {
-  std::string name;      ///< NodeName
-  std::string addr;      ///< NodeAddr
-  std::string hostname;  ///< NodeHostName
-  std::string state;     ///< State as printed, e.g. "IDLE+DYNAMIC_NORM+NOT_RESPONDING"
-  std::string reason;    ///< Reason without Slurm's " [user@time]" suffix; "" if none
+  std::string name;         ///< NodeName
+  std::string addr;         ///< NodeAddr
+  std::string hostname;     ///< NodeHostName
+  std::string state;        ///< State as printed, e.g. "IDLE+DYNAMIC_NORM+NOT_RESPONDING"
+  std::string reason;       ///< Reason without Slurm's " [user@time]" suffix; "" if none
   std::string reason_time;  ///< the time of that suffix (YYYY-MM-DDTHH:MM:SS); "" if none
-  std::string features;  ///< AvailableFeatures
+  std::string features;     ///< AvailableFeatures
   /// Every Key=Value of the line (first occurrence wins; values may contain spaces).
   std::map<std::string, std::string> fields;
 

@@ -107,7 +107,8 @@ Status SlurmClient::SetJobAdminComment(const std::string& job_id, const std::str
   auto r = Run({options_.scontrol, "update", "jobid=" + job_id, "admincomment=" + text});
   if (!r) return Fail(r.error());
   if (r->exit_code != 0) {
-    return Fail(ErrorKind::kProcess, "scontrol update jobid=" + job_id + " admincomment failed (exit " +
+    return Fail(ErrorKind::kProcess, "scontrol update jobid=" + job_id +
+                                         " admincomment failed (exit " +
                                          std::to_string(r->exit_code) + "): " + ProcessText(*r));
   }
   return Ok();

@@ -3,6 +3,7 @@
 #ifndef ONEHPC_TESTS_FAKES_MACHINE_H_
 #define ONEHPC_TESTS_FAKES_MACHINE_H_
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -135,8 +136,18 @@ class FakeSlurm {
     std::string reason;
     std::string addr = "10.0.0.99";
     std::vector<std::string> jobs;
+    std::string last_busy;  ///< LastBusyTime, e.g. "2026-11-29T16:00:00"; "" = none printed
+    std::string reason_time = "2026-11-29T16:12:52";  ///< the time in the reason's suffix
+  };
+  /// A job of `squeue -t PENDING`.
+  struct Pending {
+    std::string id;
+    std::string reason = "Resources";
+    int nodes = 1;
+    std::string admin_comment;
   };
   std::map<std::string, Node> nodes;
+  std::vector<Pending> pending;
   bool delete_lies = false;      ///< delete answers rc 0 but keeps the node
   bool down = false;             ///< slurmctld does not answer
   std::vector<std::string> log;  ///< changes applied: "delete n1", "update n1 state=DRAIN ..."
@@ -151,7 +162,8 @@ class FakeSlurm {
         " NodeHostName=" + name +
         " OS=Linux 6.1.0 #1 SMP PREEMPT_DYNAMIC Debian RealMemory=1000 State=" + State(n) +
         " Partitions=all";
-    if (!n.reason.empty()) line += " Reason=" + n.reason + " [root@2026-11-29T16:12:52]";
+    if (!n.last_busy.empty()) line += " LastBusyTime=" + n.last_busy;
+    if (!n.reason.empty()) line += " Reason=" + n.reason + " [root@" + n.reason_time + "]";
     return line + "\n";
   }
   void Install(FakeProcessRunner& runner) {
@@ -192,6 +204,16 @@ class FakeSlurm {
     });
     runner.On({"scontrol", "update"}, [this, unreachable](const Command& c) {
       if (down) return unreachable();
+      if (c.argv.at(2).rfind("jobid=", 0) == 0) {
+        std::string id = c.argv[2].substr(6);
+        for (auto& p : pending) {
+          if (p.id != id) continue;
+          log.push_back("update job " + id + " " + c.argv.at(3));
+          if (c.argv[3].rfind("admincomment=", 0) == 0) p.admin_comment = c.argv[3].substr(13);
+          return Exit(0);
+        }
+        return Exit(1, "", "slurm_update error: Invalid job id specified\n");
+      }
       std::string name = c.argv.at(2).substr(std::string("nodename=").size());
       auto it = nodes.find(name);
       if (it == nodes.end()) {
@@ -215,9 +237,15 @@ class FakeSlurm {
       }
       return Exit(0);
     });
-    runner.On({"squeue"}, [this](const Command&) {
+    runner.On({"squeue"}, [this](const Command& c) {
       if (down) return Exit(1, "", "squeue: error: Unable to contact slurm controller\n");
       std::string out;
+      if (std::find(c.argv.begin(), c.argv.end(), "PENDING") != c.argv.end()) {
+        for (const auto& p : pending) {
+          out += p.id + "|" + p.reason + "|" + std::to_string(p.nodes) + "\n";
+        }
+        return Exit(0, out);
+      }
       for (const auto& [name, n] : nodes) {
         for (const auto& j : n.jobs) out += j + " " + name + "\n";
       }

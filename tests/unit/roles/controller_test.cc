@@ -1,6 +1,7 @@
 // The controller role on a fake machine: plans, files, argv lists, published attributes.
 #include "roles/controller.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <pwd.h>
 #include <sys/stat.h>
@@ -68,11 +69,16 @@ TEST_F(ControllerTest, Identity) {
   EXPECT_EQ(role_->Name(), "controller");
   EXPECT_EQ(role_->Service(), "OneSlurm");
   auto specs = role_->Settings();
-  ASSERT_EQ(specs.size(), 2u);
+  ASSERT_EQ(specs.size(), 7u);
   EXPECT_EQ(specs[0].name, "ONEAPP_SLURM_MAX_NODES");
   EXPECT_EQ(specs[0].default_value, "100");
   EXPECT_EQ(specs[1].name, "ONEAPP_SLURM_ACCOUNTING_ENABLED");
   EXPECT_EQ(specs[1].default_value, "NO");
+  // Elastic mode: off by default, an idle limit of 10 minutes.
+  EXPECT_EQ(specs[2].name, "ONEAPP_SLURM_ELASTIC");
+  EXPECT_EQ(specs[2].default_value, "NO");
+  EXPECT_EQ(specs[5].name, "ONEAPP_SLURM_ELASTIC_IDLE_SECONDS");
+  EXPECT_EQ(specs[5].default_value, "600");
   auto bad = Settings::Resolve(specs, {{"ONEAPP_SLURM_MAX_NODES", "0"}});
   ASSERT_FALSE(bad);
   EXPECT_NE(bad.error().message.find("ONEAPP_SLURM_MAX_NODES"), std::string::npos);
@@ -231,6 +237,38 @@ TEST_F(ControllerTest, AccountingIsOffByDefaultAndTheSameAsThePortalsWhenOn) {
             "accounting_storage/none");
   EXPECT_TRUE(Has(off->Changes(), "restart slurmctld.service (--no-block)"));
   EXPECT_TRUE(m_.Exists("/etc/slurm/slurmdbd.conf"));  // kept, with the password
+}
+
+TEST_F(ControllerTest, ElasticModeTurnsItsTimerOnAndBadLimitsStopBeforeAnyChange) {
+  auto off = Configure();
+  EXPECT_FALSE(Has(off->Changes(), "enable oneslurm-elastic.timer"));
+  vars_["ONEAPP_SLURM_ELASTIC"] = "YES";
+  vars_["ONEAPP_SLURM_ELASTIC_MIN_NODES"] = "1";
+  vars_["ONEAPP_SLURM_ELASTIC_MAX_NODES"] = "16";
+  auto on = Configure();
+  EXPECT_TRUE(Has(on->Changes(), "enable oneslurm-elastic.timer")) << on->plan.Render();
+  EXPECT_TRUE(Has(on->Changes(), "start oneslurm-elastic.timer (--no-block)")) << on->plan.Render();
+
+  // A maximum above what slurmctld accepts: the error names both variables and values, and
+  // the run changes nothing (not even slurm.conf for the new ONEAPP_SLURM_MAX_NODES).
+  vars_["ONEAPP_SLURM_MAX_NODES"] = "8";
+  const std::string conf_before = m_.Read("/etc/slurm/slurm.conf");
+  auto run = std::make_unique<RoleRun>(m_, *role_, vars_, onegate_.get(), PlanMode::kApply);
+  auto s = role_->Configure(*run->env);
+  ASSERT_FALSE(s);
+  EXPECT_THAT(s.error().message,
+              ::testing::HasSubstr("ONEAPP_SLURM_ELASTIC_MAX_NODES=16 is more than "
+                                   "ONEAPP_SLURM_MAX_NODES=8"));
+  EXPECT_TRUE(run->Changes().empty()) << run->plan.Render();
+  EXPECT_EQ(m_.Read("/etc/slurm/slurm.conf"), conf_before);
+  vars_["ONEAPP_SLURM_MAX_NODES"] = "100";
+  vars_["ONEAPP_SLURM_ELASTIC_MIN_NODES"] = "20";
+  auto run2 = std::make_unique<RoleRun>(m_, *role_, vars_, onegate_.get(), PlanMode::kApply);
+  auto s2 = role_->Configure(*run2->env);
+  ASSERT_FALSE(s2);
+  EXPECT_THAT(s2.error().message,
+              ::testing::HasSubstr("ONEAPP_SLURM_ELASTIC_MIN_NODES=20 is more than "
+                                   "ONEAPP_SLURM_ELASTIC_MAX_NODES=16"));
 }
 
 TEST_F(ControllerTest, TheClearKeyOfAnEarlierVersionIsErased) {

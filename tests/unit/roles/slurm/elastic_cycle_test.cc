@@ -1,0 +1,246 @@
+// The elastic cycle: OneGate is the in-process simulator (real HTTP on 127.0.0.1, modelling
+// OneFlow's cardinality changes, cooldown and watchdog), Slurm is FakeSlurm, the state file
+// lives under a temporary root.
+#include "roles/slurm/elastic_cycle.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <ctime>
+
+#include "roles/names.h"
+#include "tests/fakes/machine.h"
+#include "tests/fakes/onegate_sim.h"
+
+namespace onehpc {
+namespace {
+
+using ::testing::HasSubstr;
+using Kind = elastic::Action::Kind;
+
+// A time as slurmctld prints it, `ago` seconds before `now`.
+std::string SlurmTime(long long now, long long ago) {
+  std::time_t t = static_cast<std::time_t>(now - ago);
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
+  return buf;
+}
+
+class ElasticCycleTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_GT(sim_.Start(), 0);
+    sim::RoleSpec worker = fakes::SimRole("worker", 0);
+    worker.min_vms = 1;
+    worker.max_vms = 4;
+    worker.cooldown_ms = 60000;
+    service_ = sim_.CreateService("OneSlurm", {fakes::SimRole("controller", 1), worker});
+    controller_ = sim_.AddVm(service_, "controller");
+    slurm_.Install(machine_.runner);
+    now_ = static_cast<long long>(std::time(nullptr));
+  }
+  // A worker VM publishing `name`, and its registered node (unless `registered` is false).
+  int AddWorker(const std::string& name, bool registered = true) {
+    sim::VmSpec spec;
+    if (!name.empty()) spec.user_template[slurm::kAttrNodeName] = name;
+    int id = sim_.AddVm(service_, "worker", spec).id;
+    if (registered && !name.empty()) slurm_.nodes[name];
+    return id;
+  }
+  void Idle(const std::string& name, long long seconds) {
+    slurm_.nodes[name].last_busy = SlurmTime(now_, seconds);
+  }
+  Result<ElasticReport> Run(bool dry_run = false) {
+    OneGateClient client(fakes::SimConfig(sim_, controller_), http_, machine_.clock);
+    ElasticOptions o;
+    o.limits.min_nodes = 1;
+    o.limits.max_nodes = 4;
+    o.dry_run = dry_run;
+    o.now = [this] { return now_ + shift_; };
+    sim_.ClearRequests();
+    slurm_.log.clear();
+    return RunElastic(o, client, machine_.runner, machine_.clock, *machine_.files);
+  }
+  static std::vector<Kind> Kinds(const ElasticReport& r) {
+    std::vector<Kind> out;
+    for (const auto& o : r.outcomes) out.push_back(o.action.kind);
+    return out;
+  }
+
+  fakes::FakeMachine machine_;
+  sim::OneGateSimulator sim_;
+  int service_ = -1;
+  sim::VmHandle controller_;
+  CurlTransport http_;
+  fakes::FakeSlurm slurm_;
+  long long now_ = 0;
+  long long shift_ = 0;
+};
+
+TEST_F(ElasticCycleTest, AWaitingJobGrowsTheRoleAndARefusalDuringCooldownIsAskedAgain) {
+  AddWorker("w1");
+  slurm_.nodes["w1"].base = "ALLOCATED";
+  slurm_.pending = {{"7", "Resources", 2}};
+  ASSERT_EQ(sim_.SetCardinality(service_, "worker", 1), true);
+  auto r = Run();
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(Kinds(*r), std::vector<Kind>{Kind::kGrow});
+  EXPECT_TRUE(r->outcomes[0].done);
+  EXPECT_EQ(sim_.Cardinality(service_, "worker"), 3);
+  // OneFlow creates the two VMs; the role cools down; another job waits.
+  AddWorker("w2");
+  AddWorker("w3");
+  slurm_.nodes["w2"].base = slurm_.nodes["w3"].base = "ALLOCATED";
+  slurm_.pending = {{"8", "Resources", 1}};
+  auto refused = Run();
+  ASSERT_TRUE(refused) << refused.error().message;
+  ASSERT_EQ(Kinds(*refused), std::vector<Kind>{Kind::kWait})
+      << "the service is in COOLDOWN: the cycle does not even ask";
+  EXPECT_THAT(refused->outcomes[0].action.reason, HasSubstr("cooling down"));
+  EXPECT_EQ(ElasticExitCode(refused), 0);
+  // A 400 from OneFlow (the role state shows RUNNING, the service refuses): not a failure.
+  sim_.SetServiceState(service_, sim::states::kRunning);
+  sim_.SetPermission("service.change_cardinality", true);
+  sim::Fault refuse;
+  refuse.kind = sim::FaultKind::kStatus;
+  refuse.method = "PUT";
+  refuse.path_prefix = "/service/role";
+  refuse.status = 400;
+  refuse.body = "Error performing action on service 1 role worker";
+  sim_.InjectFault(refuse);
+  auto asked = Run();
+  ASSERT_TRUE(asked) << asked.error().message;
+  ASSERT_EQ(Kinds(*asked), std::vector<Kind>{Kind::kGrow});
+  EXPECT_FALSE(asked->outcomes[0].done);
+  EXPECT_FALSE(asked->outcomes[0].failed);
+  EXPECT_THAT(asked->outcomes[0].note, HasSubstr("asked again next cycle"));
+  EXPECT_EQ(ElasticExitCode(asked), 0);
+  sim_.ClearFaults();
+  auto again = Run();
+  ASSERT_TRUE(again);
+  EXPECT_EQ(sim_.Cardinality(service_, "worker"), 4);
+}
+
+TEST_F(ElasticCycleTest, IdleNodesAreDrainedThenTheirOwnVmsTerminatedAndTheWatchdogLowersTheRole) {
+  AddWorker("w1");
+  int w2 = AddWorker("w2");
+  int w3 = AddWorker("w3");
+  slurm_.nodes["w1"].base = "ALLOCATED";
+  Idle("w2", 700);
+  Idle("w3", 650);
+  auto drain = Run();
+  ASSERT_TRUE(drain) << drain.error().message;
+  EXPECT_EQ(Kinds(*drain), (std::vector<Kind>{Kind::kDrain, Kind::kDrain}));
+  EXPECT_EQ(slurm_.log,
+            (std::vector<std::string>{"update w2 state=DRAIN reason=one-hpc elastic: idle",
+                                      "update w3 state=DRAIN reason=one-hpc elastic: idle"}));
+  auto terminate = Run();
+  ASSERT_TRUE(terminate) << terminate.error().message;
+  EXPECT_EQ(Kinds(*terminate), (std::vector<Kind>{Kind::kTerminate, Kind::kTerminate}));
+  std::vector<int> gone;
+  for (const auto& t : sim_.Terminations()) gone.push_back(t.vm_id);
+  EXPECT_EQ(gone, (std::vector<int>{w2, w3}));
+  EXPECT_EQ(sim_.Cardinality(service_, "worker"), 1);
+  EXPECT_EQ(sim_.Nodes(service_, "worker").size(), 1u);
+}
+
+TEST_F(ElasticCycleTest, ANodeThatGotAJobBetweenTheReadAndTheTerminateKeepsItsVm) {
+  AddWorker("w1");
+  AddWorker("w2");
+  slurm_.nodes["w1"].base = "ALLOCATED";
+  slurm_.nodes["w2"].drain = true;
+  slurm_.nodes["w2"].reason = elastic::kElasticIdleReason;
+  // The cycle's first read shows w2 IDLE+DRAIN; the read right before the terminate shows a
+  // job on it (a drain that came after the scheduler placed it).
+  machine_.runner.On({"scontrol", "-o", "show", "node", "w2"}, [](const Command&) {
+    return fakes::Exit(0,
+                       "NodeName=w2 State=MIXED+DRAIN+DYNAMIC_NORM Reason=one-hpc elastic: "
+                       "idle [root@2026-11-29T16:12:52]\n");
+  });
+  auto r = Run();
+  ASSERT_TRUE(r) << r.error().message;
+  ASSERT_EQ(Kinds(*r), std::vector<Kind>{Kind::kTerminate});
+  EXPECT_FALSE(r->outcomes[0].done);
+  EXPECT_THAT(r->outcomes[0].note, HasSubstr("a job got onto it"));
+  EXPECT_TRUE(sim_.Terminations().empty());
+}
+
+TEST_F(ElasticCycleTest, FailedBootsAreTerminatedCountedAcrossCyclesAndStopWithAnError) {
+  AddWorker("w1");
+  shift_ = 1000;  // the unregistered VMs below appeared 1000 s ago
+  for (int i = 0; i < 3; ++i) {
+    slurm_.pending = {{"9", "Resources", 2}};
+    AddWorker("", false);
+    auto r = Run();
+    ASSERT_TRUE(r) << r.error().message;
+    ASSERT_FALSE(r->outcomes.empty());
+    EXPECT_EQ(r->outcomes[0].action.kind, Kind::kTerminate);
+    EXPECT_THAT(r->outcomes[0].action.reason,
+                HasSubstr("failed boot " + std::to_string(i + 1) + " in a row"));
+  }
+  EXPECT_EQ(sim_.Terminations().size(), 3u);
+  std::string error = sim_.UserAttr(controller_.id, "ERROR");
+  EXPECT_THAT(error, HasSubstr("elastic: 3 worker boots in a row never registered"));
+  // Stopped: a fourth bad VM is left for the operator, no grow.
+  AddWorker("", false);
+  auto stopped = Run();
+  ASSERT_TRUE(stopped);
+  EXPECT_EQ(Kinds(*stopped), std::vector<Kind>{Kind::kStopReplacing});
+  EXPECT_EQ(sim_.Terminations().size(), 3u);
+  // A worker registers: the count starts again and the cycle's ERROR goes.
+  AddWorker("w5");
+  auto back = Run();
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(sim_.UserAttr(controller_.id, "ERROR"), "");
+}
+
+TEST_F(ElasticCycleTest, AJobLargerThanTheMaximumIsToldOnceInItsAdminComment) {
+  AddWorker("w1");
+  slurm_.pending = {{"11", "Resources", 9}};
+  auto r = Run();
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(Kinds(*r), std::vector<Kind>{Kind::kJobTooLarge});
+  EXPECT_THAT(slurm_.pending[0].admin_comment,
+              HasSubstr("one-hpc elastic: job 11 asks for 9 nodes; the service has at most 4"));
+  auto again = Run();
+  ASSERT_TRUE(again);
+  EXPECT_TRUE(slurm_.log.empty()) << "told once";
+  EXPECT_EQ(sim_.Cardinality(service_, "worker"), 1);
+}
+
+TEST_F(ElasticCycleTest, OneGateTroubleOrADryRunChangesNothing) {
+  AddWorker("w1");
+  AddWorker("w2");
+  Idle("w1", 5000);
+  Idle("w2", 5000);
+  slurm_.pending = {};
+  sim_.InjectFault(fakes::SimFault(sim::FaultKind::kStatus, 500, "Internal error"));
+  auto failed = Run();
+  ASSERT_TRUE(failed);
+  EXPECT_THAT(failed->skipped, HasSubstr("GET /service?extended=true failed"));
+  EXPECT_TRUE(slurm_.log.empty());
+  sim_.ClearFaults();
+  auto dry = Run(true);
+  ASSERT_TRUE(dry) << dry.error().message;
+  EXPECT_EQ(Kinds(*dry), std::vector<Kind>{Kind::kDrain});
+  EXPECT_TRUE(slurm_.log.empty());
+  EXPECT_FALSE(machine_.files->Exists(kElasticStateFile)) << "a dry run writes no state";
+}
+
+TEST_F(ElasticCycleTest, ACycleReadsWithOneOneGateRequestAndTwoSlurmCallsWhateverTheWorkers) {
+  for (int i = 0; i < 60; ++i) {
+    std::string name = "w" + std::to_string(i);
+    AddWorker(name);
+    slurm_.nodes[name].base = "ALLOCATED";
+  }
+  auto r = Run();
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_TRUE(r->outcomes.empty());
+  EXPECT_EQ(r->onegate_requests, 1);
+  EXPECT_EQ(r->slurm_calls, 2);
+}
+
+}  // namespace
+}  // namespace onehpc
