@@ -33,6 +33,7 @@
 #include "roles/slurm/controller_setup.h"
 #include "roles/slurm/elastic_cycle.h"
 #include "roles/slurm/elastic_settings.h"
+#include "roles/slurm/health.h"
 #include "roles/slurm/key_delivery.h"
 #include "roles/slurm/munge.h"
 #include "roles/slurm/reconcile.h"
@@ -389,6 +390,23 @@ int CmdElastic(const CommonOptions& options, bool dry_run) {
   elastic.limits = *limits;
   elastic.dry_run = dry_run;
   return ElasticExitCode(RunElastic(elastic, **onegate, runner, SystemClock(), files));
+}
+
+int CmdHealthCheck(const CommonOptions& options, bool dry_run) {
+  Files files(options.root);
+  RealProcessRunner runner;
+  HealthOptions health = HealthOptionsForThisVm(files);
+  health.dry_run = dry_run;
+  auto report = RunHealthCheck(health, runner, files);
+  if (!report) {
+    log::Error("health-check: {}", report.error().message);
+  } else {
+    for (const auto& c : report->checks) {
+      std::cout << (c.ok ? "ok     " : "FAILED ") << c.name << (c.detail.empty() ? "" : ": ")
+                << c.detail << "\n";
+    }
+  }
+  return HealthExitCode(report);
 }
 
 int CmdStatus(const CommonOptions& options, bool json) {

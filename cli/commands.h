@@ -30,6 +30,8 @@ int CmdElastic(const CommonOptions& options, bool dry_run);
 /// `one-hpc status [--json]`: roles/status.h; exit 0 when all is well, 1 otherwise.
 int CmdStatus(const CommonOptions& options, bool json);
 int CmdSelfDrain(const CommonOptions& options);
+/// `one-hpc health-check [--dry-run]` (roles/slurm/health.h): exit 0 healthy, 1 otherwise.
+int CmdHealthCheck(const CommonOptions& options, bool dry_run);
 int CmdFollow(const CommonOptions& options);
 /// A new munge key for the cluster (controller or portal).
 int CmdRotateMungeKey(const CommonOptions& options);

@@ -14,6 +14,7 @@
 #include "common/log.h"
 #include "common/version.h"
 #include "roles/configure.h"
+#include "roles/slurm/health.h"
 
 namespace onehpc {
 namespace {
@@ -60,6 +61,11 @@ int Main(int argc, char** argv) {
   if (InvokedAs(argv[0], "one-hpc-home-create")) {
     hook_args.push_back("one-hpc");
     hook_args.push_back("home-create");
+    for (int i = 1; i < argc; ++i) hook_args.push_back(argv[i]);
+  }
+  // slurmd runs HealthCheckProgram without arguments: a link named slurm-health-check.
+  if (InvokedAs(argv[0], kHealthCheckProgramName)) {
+    hook_args = {"one-hpc", "health-check"};
     for (int i = 1; i < argc; ++i) hook_args.push_back(argv[i]);
   }
 
@@ -139,6 +145,15 @@ int Main(int argc, char** argv) {
   elastic->add_flag(
       "--dry-run", elastic_dry_run,
       "Print what the cycle would do and change nothing (also with elastic mode off)");
+
+  bool health_dry_run = false;
+  auto* health = app.add_subcommand(
+      "health-check",
+      "Slurm worker: check munge, slurmd's controller, the mounts, the disk and the GPUs; drain "
+      "the node naming the failed check, resume it once all pass (slurm.conf's "
+      "HealthCheckProgram, as slurm-health-check)");
+  add_common(health, false);
+  health->add_flag("--dry-run", health_dry_run, "Check and print, change nothing");
 
   auto* self_drain = app.add_subcommand("self-drain",
                                         "Slurm worker: take this node out of Slurm at shutdown "
@@ -236,6 +251,7 @@ int Main(int argc, char** argv) {
   }
   if (*reconcile) return CmdReconcile(options);
   if (*elastic) return CmdElastic(options, elastic_dry_run);
+  if (*health) return CmdHealthCheck(options, health_dry_run);
   if (*status) return CmdStatus(options, json);
   if (*self_drain) return CmdSelfDrain(options);
   if (*follow) return CmdFollow(options);

@@ -173,8 +173,14 @@ std::string RenderSlurmConf(const SlurmConfParams& p) {
     << "MessageTimeout=10\n"
     << "InactiveLimit=0\n"
     << "KillWait=30\n"
-    << "MinJobAge=300\n"
-    << "Nodeset=" << kNodeFeature << " Feature=" << kNodeFeature << "\n"
+    << "MinJobAge=300\n";
+  if (!p.health_check_program.empty()) {
+    o << "# The workers' health check (one-hpc): a failing check drains the node with its name.\n"
+      << "HealthCheckProgram=" << p.health_check_program << "\n"
+      << "HealthCheckInterval=" << p.health_check_interval << "\n"
+      << "HealthCheckNodeState=ANY\n";
+  }
+  o << "Nodeset=" << kNodeFeature << " Feature=" << kNodeFeature << "\n"
     << "PartitionName=all Nodes=ALL Default=YES MaxTime=INFINITE State=UP\n";
   return o.str();
 }

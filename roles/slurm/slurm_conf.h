@@ -42,6 +42,9 @@ struct SlurmConfParams {
   std::string slurm_user = "slurm";
   std::string slurmctld_log_file;  ///< "" = syslog/journal
   std::string slurmd_log_file;
+  /// HealthCheckProgram, run by every slurmd every 60 s in any state ("" = none).
+  std::string health_check_program = kHealthCheckProgram;
+  int health_check_interval = 60;  ///< seconds
 };
 
 /// The complete slurm.conf (deterministic: same params → same bytes).

@@ -33,6 +33,7 @@
 #include "roles/slurm/elastic.h"
 #include "roles/slurm/elastic_cycle.h"
 #include "roles/slurm/gres.h"
+#include "roles/slurm/health.h"
 #include "roles/slurm/munge.h"
 #include "roles/slurm/reconcile.h"
 #include "roles/slurm/registration.h"
@@ -183,6 +184,8 @@ class Lab {
     p.slurm_user = "root";
     p.slurmctld_log_file = dir_ + "/log/slurmctld.log";
     p.slurmd_log_file = dir_ + "/log/slurmd-%n.log";
+    p.health_check_program = health_check_program_;
+    p.health_check_interval = 5;
     std::ofstream(conf()) << slurm::RenderSlurmConf(p);
     // As on the controller: gres.conf includes each node's own file (no GPU by default).
     std::ofstream(dir_ + "/etc/gres.conf") << slurm::RenderGresConf(NodeGresConf());
@@ -210,6 +213,9 @@ class Lab {
     Stop(ctld_, SIGTERM);
     ctld_ = -1;
   }
+  /// HealthCheckProgram of the next slurm.conf ("" = none: the product's path does not exist
+  /// on the host).
+  void SetHealthCheckProgram(std::string path) { health_check_program_ = std::move(path); }
 
   // A dynamic node in its own netns.
   // A node started again keeps its namespace and address, as a VM keeps its NIC.
@@ -334,6 +340,7 @@ class Lab {
   }
 
   std::string dir_;
+  std::string health_check_program_;
   RealProcessRunner runner_;
   pid_t ctld_ = -1;
   pid_t munged_ = -1;
@@ -851,6 +858,43 @@ TEST_F(SlurmRealTest, ElasticGrowsForAWaitingJobAndShrinksByTheExactIdleVms) {
   EXPECT_EQ(sim_.Cardinality(service, "worker"), 1) << "OneFlow's watchdog lowers it";
   EXPECT_EQ(squeue(keep, "%T"), "RUNNING") << "the job on el1 must go on";
   g_lab->Slurm({"scancel", keep});
+}
+
+// slurmd runs the product's health check (HealthCheckProgram, the slurm-health-check name of
+// the one-hpc binary): a node drained by the health check is resumed by slurmd's next run once
+// every check passes, which proves slurmd runs it with the node's name and that it reaches the
+// controller from the node. A drain by someone else stays.
+TEST_F(SlurmRealTest, SlurmdRunsTheHealthCheckWhichLiftsItsOwnDrainOnly) {
+  const char* bin = ONEHPC_TEST_BIN;
+  const std::string link = g_lab->dir() + "/bin/" + kHealthCheckProgramName;
+  fs::create_directories(g_lab->dir() + "/bin");
+  fs::remove(link);
+  fs::create_symlink(bin, link);
+  g_lab->StopCtld();
+  g_lab->SetHealthCheckProgram(link);
+  std::string why;
+  ASSERT_TRUE(g_lab->StartCtld(100, false, &why)) << why;
+  g_lab->StartSlurmd("hc1");
+  g_lab->StartSlurmd("hc2");
+  for (const char* n : {"hc1", "hc2"}) {
+    ASSERT_TRUE(WaitState(
+        n, [](const slurm::SlurmNode& x) { return x.BaseState() == "IDLE"; }, milliseconds(15000)))
+        << n;
+  }
+  auto c = g_lab->Client();
+  ASSERT_TRUE(c.SetState("hc1", slurm::NodeStateChange::kDrain, "one-hpc health: disk: test"));
+  ASSERT_TRUE(c.SetState("hc2", slurm::NodeStateChange::kDrain, "maintenance"));
+  EXPECT_TRUE(WaitState(
+      "hc1", [](const slurm::SlurmNode& x) { return !x.IsDrain(); }, milliseconds(30000)))
+      << "slurmd's health check did not resume hc1 (see " << g_lab->dir() << "/log)";
+  auto hc2 = g_lab->Node("hc2");
+  ASSERT_TRUE(hc2);
+  EXPECT_TRUE(hc2->IsDrain());
+  EXPECT_EQ(hc2->reason, "maintenance");
+  g_lab->KillAllSlurmds();
+  g_lab->StopCtld();
+  g_lab->SetHealthCheckProgram("");
+  ASSERT_TRUE(g_lab->StartCtld(100, false, &why)) << why;
 }
 
 // The slurmd unit the worker renders is a valid unit for systemd 252 (no output at all).
