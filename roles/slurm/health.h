@@ -34,7 +34,8 @@ struct HealthOptions {
   std::vector<std::string> required_mounts;  ///< mount points that must be mounted
   std::vector<std::string> disk_paths = {"/", slurm::kSlurmdSpoolDir};
   int max_used_percent = 95;
-  Duration command_timeout{10000};
+  /// Per command: at most 6 commands, so a run ends within slurmd's own 60 s limit.
+  Duration command_timeout{5000};
   bool dry_run = false;  ///< check and say, change nothing
 };
 

@@ -1,6 +1,6 @@
 #!/bin/bash
-# reconcile_bench.sh [SIZE...] - cost of one `one-hpc reconcile` cycle against N simulated
-# workers (default sizes: 10 100 1000).
+# reconcile_bench.sh [SIZE...] - cost of one `one-hpc reconcile` cycle, and of the reads of one
+# `one-hpc elastic` cycle, against N simulated workers (default sizes: 10 100 1000).
 #
 # Simulated workers: VMs of the worker role in the OneGate simulator, each publishing
 # SLURM_NODENAME, and as many node records in a real slurmctld (Slurm 22.05), made without any
@@ -9,10 +9,13 @@
 # size also gets one unpublished DOWN node, which the first cycle deletes.
 #
 # Everything runs in a private network namespace (unshare --net: loopback plus a veth pair of
-# its own, which slurmctld needs to resolve its listening address), with a private munged
-# socket: nothing touches the host's Slurm, munge or network.
+# its own, which slurmctld needs to resolve its listening address) and a private mount
+# namespace (its own /etc/slurm, where one-hpc's scontrol and squeue find the bench's
+# slurm.conf), with a private munged socket: nothing touches the host's Slurm, munge or network.
 #
-# Per size: cycle 1 (one deletion) and cycle 2 (steady state, nothing to change), measuring
+# Per size: cycle 1 (one deletion) and cycle 2 (steady state, nothing to change), then one
+# elastic cycle with --dry-run (the same reads as a real cycle; the DOWN nodes leave it nothing
+# to do, and a dry run writes no state on the host), measuring
 #   OneGate requests   counted by the simulator (GET /_sim/requests); must be exactly 1
 #   child processes    successful execve() of one-hpc's children (strace -f), by program
 #   Slurm calls        from one-hpc's own summary line
@@ -41,7 +44,7 @@ done
 
 # Into a network namespace of our own (the script runs again there).
 if [ "${BENCH_IN_NETNS:-}" != 1 ]; then
-    exec unshare --net -- env BENCH_IN_NETNS=1 ONEHPC_BIN="$ONEHPC_BIN" ONEHPC_SIM="$ONEHPC_SIM" \
+    exec unshare --net --mount --propagation private -- env BENCH_IN_NETNS=1 ONEHPC_BIN="$ONEHPC_BIN" ONEHPC_SIM="$ONEHPC_SIM" \
         bash "$0" "${SIZES[@]}"
 fi
 
@@ -113,6 +116,10 @@ MailProg=/bin/true
 PartitionName=all Nodes=ALL Default=YES State=UP
 EOF
 export SLURM_CONF=$D/slurm.conf
+# one-hpc's children inherit no SLURM_CONF (a clean environment): they read Slurm's default
+# /etc/slurm/slurm.conf, as on a controller. This mount namespace has its own /etc/slurm.
+mount -t tmpfs -o mode=0755 bench-etc-slurm /etc/slurm || die "cannot mount a private /etc/slurm"
+cp "$D/slurm.conf" /etc/slurm/slurm.conf
 slurmctld -D -c -f "$D/slurm.conf" > "$D/slurmctld.out" 2>&1 &
 CTLD_PID=$!
 poll 30 bash -c 'scontrol ping | grep -q "is UP"' || die "slurmctld did not answer ($D/slurmctld.log)"
@@ -130,7 +137,8 @@ SERVICE=$(sim POST /_sim/services '{"name":"OneSlurm","roles":[{"name":"controll
 r=$(sim POST /_sim/vms "{\"service_id\":$SERVICE,\"role\":\"controller\",\"nics\":[{\"ip\":\"127.0.0.1\",\"network\":\"bench\",\"network_id\":\"0\"}]}")
 CTL_ID=$(jq -r .id <<< "$r")
 jq -r .token <<< "$r" > "$D/ctx/token.txt"
-printf "ONEGATE_ENDPOINT='%s'\nTOKEN='YES'\nVMID='%s'\nONEAPP_ROLE='controller'\n" "$SIM" "$CTL_ID" > "$D/ctx/context.sh"
+printf "ONEGATE_ENDPOINT='%s'\nTOKEN='YES'\nVMID='%s'\nONEAPP_ROLE='controller'\nONEAPP_SLURM_ELASTIC='YES'\n" \
+    "$SIM" "$CTL_ID" > "$D/ctx/context.sh"
 
 # add_workers FROM TO : VMs publishing bench-FROM..bench-TO (one curl process for all of them)
 # and their DOWN node records in slurmctld.
@@ -161,14 +169,16 @@ registered() { scontrol -o show node "$1" 2>/dev/null | grep -q "^NodeName=$1 ";
 node_count() { scontrol -o show nodes 2>/dev/null | grep -c '^NodeName='; }
 requests() { sim GET /_sim/requests | jq 'length'; }
 
-# cycle LOG [strace] : one reconcile cycle; sets RC, WALL, REQ, CHILDREN, PROGS, CALLS.
+# cycle LOG [strace] : one cycle of "${CMD[@]}" (default: reconcile); sets RC, WALL, REQ,
+# CHILDREN, PROGS, CALLS.
+CMD=(reconcile)
 cycle() {
     local log=$1 t0 t1
     local -a pre=()
     [ "${2:-}" = strace ] && pre=(strace -f -qq -e trace=execve -e signal=none -o "$D/strace.out")
     sim DELETE /_sim/requests >/dev/null
     t0=$(now)
-    "${pre[@]}" "$ONEHPC_BIN" reconcile --context "$D/ctx/context.sh" > "$log" 2>&1; RC=$?
+    "${pre[@]}" "$ONEHPC_BIN" "${CMD[@]}" --context "$D/ctx/context.sh" > "$log" 2>&1; RC=$?
     t1=$(now)
     WALL=$(dt "$t0" "$t1")
     REQ=$(requests)
@@ -214,12 +224,24 @@ for n in "${SIZES[@]}"; do
         echo "  cycle $c ($what): rc=$RC, $REQ OneGate request(s), $CHILDREN child processes ($PROGS), ${w}s"
         grep 'reconcile: .* Slurm nodes' "$D/cycle-$n-$c.log" | sed 's/^/    | /'
     done
+    CMD=(elastic --dry-run)
+    cycle "$D/elastic-$n.log" strace
+    walls=()
+    for _ in 1 2 3; do cycle "$D/elastic-$n-t.log"; walls+=("$WALL"); done
+    w=$(median3 "${walls[@]}")
+    CMD=(reconcile)
+    [ "$RC" = 0 ] || { echo "  FAIL the elastic cycle exited with $RC:"; tail -5 "$D/elastic-$n.log"; FAIL=1; }
+    [ "$REQ" = 1 ] || { echo "  FAIL the elastic cycle made $REQ OneGate requests (want 1)"; FAIL=1; }
+    [ "$CALLS" = 2 ] || { echo "  FAIL the elastic cycle made ${CALLS:-?} Slurm calls (want 2)"; FAIL=1; }
+    ROWS+=("$(printf '| %5s | %-8s | %16s | %11s | %15s | %-40s | %8s |' "$n" "elastic" "$REQ" "${CALLS:-?}" "$CHILDREN" "$PROGS" "$w")")
+    echo "  elastic cycle (dry run): rc=$RC, $REQ OneGate request(s), $CHILDREN child processes ($PROGS), ${w}s"
+    grep 'elastic (dry run): .* worker VMs' "$D/elastic-$n.log" | sed 's/^/    | /'
 done
 echo
-echo "reconcile cost per cycle (one-hpc reconcile; Slurm 22.05 slurmctld in a private netns; $(nproc) CPUs)"
+echo "cost per cycle (one-hpc reconcile, one-hpc elastic --dry-run; Slurm 22.05 slurmctld in a private netns; $(nproc) CPUs)"
 echo "| nodes | cycle    | OneGate requests | Slurm calls | child processes | programs                                 | wall s   |"
 echo "|------:|----------|-----------------:|------------:|----------------:|------------------------------------------|---------:|"
 printf '%s\n' "${ROWS[@]}"
 echo "benchmark total: $(dt "$T0" "$(now)") s"
-[ "$FAIL" = 0 ] && echo "PASS: one OneGate request per cycle at every size" && exit 0
+[ "$FAIL" = 0 ] && echo "PASS: one OneGate request per cycle at every size (and 2 Slurm calls for the elastic reads)" && exit 0
 exit 1
