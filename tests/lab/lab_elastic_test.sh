@@ -1,0 +1,220 @@
+#!/bin/bash
+# lab_elastic_test.sh - elastic mode (ONEAPP_SLURM_ELASTIC=YES) on booted "VMs": a OneSlurm
+# controller and its workers as systemd-nspawn containers of the package layer, the OneGate
+# simulator (10.78.0.1:5030) modelling OneFlow. The test plays OneFlow's provisioning: when
+# the role's cardinality rises above its VMs it creates the new VMs and boots them; when a VM
+# is terminated through OneGate it powers that container off (what OneFlow's terminate does:
+# an ACPI poweroff, so the worker's self-drain runs). The cycle runs as the real unit
+# (oneslurm-elastic.service started by hand, as its timer would start it).
+#
+#   1  a controller (elastic mode, workers 1..3, idle limit 60 s) and 1 worker come up;
+#      oneslurm-elastic.timer is enabled by configure;
+#   2  a job asking for 3 nodes pends; one cycle raises the worker role's cardinality to 3 in
+#      OneGate; the two new workers boot and the job runs on 3 nodes (figure: job submitted to
+#      job running);
+#   3  a job runs on the first worker; after the idle limit the next cycle drains the two
+#      others with "one-hpc elastic: idle", the cycle after terminates exactly their VMs; their
+#      nodes leave Slurm, the role's cardinality is 1 again and the job is still running;
+#   4  the health check (slurm.conf's HealthCheckProgram, the link one-hpc ships) on a worker
+#      whose slurmd spool is full drains it with "one-hpc health: disk: ..." and resumes it
+#      once the spool has room again.
+#
+# Exit status: 0 all checks passed, 1 a check failed, 77 skipped (not root, or the host lacks
+# what systemd-nspawn needs). Environment: as lab_smoke_test.sh.
+
+set -uo pipefail
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+SRC=${ONEHPC_SOURCE_DIR:-$(cd "$HERE/../.." && pwd)}
+BIN_DIR=${ONEHPC_BINARY_DIR:-$SRC/build}
+
+if [ "$(id -u)" != 0 ]; then
+    echo "SKIPPED: the lab boots containers and needs root (run it with sudo)"; exit 77
+fi
+OWN_LAB_DIR=yes; [ -n "${BOOTLAB_DIR:-}" ] && OWN_LAB_DIR=no
+# shellcheck source-path=SCRIPTDIR source=bootlab.sh
+. "$HERE/bootlab.sh"
+# shellcheck source-path=SCRIPTDIR source=lab_lib.sh
+. "$HERE/lab_lib.sh"
+lab_begin lab_elastic_test
+echo "lab directory: $BOOTLAB_DIR   cache: $BOOTLAB_CACHE"
+
+SIM_URL="http://$BOOTLAB_NET.1:5030"
+declare -A VMID=()
+SERVICE=""
+NEXT_IP=10
+# new_vm NAME ROLE [CONTEXT_VAR=value...]: a VM of ROLE in the service and its container clone
+# with an OpenNebula context; not booted.
+new_vm() {
+    local name=$1 role=$2 ip r id token root; shift 2
+    NEXT_IP=$((NEXT_IP + 1)); ip=$BOOTLAB_NET.$NEXT_IP
+    r=$(sim POST /_sim/vms "{\"service_id\":$SERVICE,\"role\":\"$role\",\"name\":\"${role}_$name\",
+        \"nics\":[{\"ip\":\"$ip\",\"mac\":\"$(bl_mac "$ip")\",\"network\":\"bootlab\",\"network_id\":\"0\"}]}") ||
+        { echo "cannot add a VM to the service: $r"; return 1; }
+    id=$(jq -r .id <<< "$r"); token=$(jq -r .token <<< "$r")
+    VMID[$name]=$id
+    BOOTLAB_LAYERS=one-hpc:appliance-slurm bl_clone "$name" "$ip/24" >/dev/null || return 1
+    root=$(bl_root "$name")
+    bl_context_token "$name" "$token"
+    bl_context "$name" "DISK_ID=1" "ETH0_IP=$ip" "ETH0_MASK=255.255.255.0" \
+        "ETH0_NETWORK=$BOOTLAB_NET.0" "ETH0_MAC=$(bl_mac "$ip")" "NETWORK=YES" "TARGET=hdb" \
+        "ONEGATE_ENDPOINT=$SIM_URL" "TOKEN=YES" "VMID=$id" "REPORT_READY=YES" "$@" || return 1
+    mkdir -p "$root/etc/systemd/system.conf.d"
+    printf '[Manager]\nDefaultTimeoutStopSec=15s\n' > "$root/etc/systemd/system.conf.d/10-lab-stop-timeout.conf"
+}
+node() { echo "slurm-one-worker-${VMID[$1]}"; }
+ctl() { bl_exec ctl "$@"; }
+cardinality() { sim GET "/_sim/services/$SERVICE" | jq -r '.roles[] | select(.name == "worker") | .cardinality'; }
+role_vms() { sim GET "/_sim/services/$SERVICE" | jq -r '.roles[] | select(.name == "worker") | .nodes | length'; }
+terminated() { sim GET /_sim/terminations | jq -r '.[].vm_id' | sort -n | paste -sd' '; }
+# shellcheck disable=SC2317  # invoked through job_is
+job_state() { ctl squeue -h -j "$1" -o '%T' 2>/dev/null; }
+# shellcheck disable=SC2317  # invoked through wait_for
+job_is() { [ "$(job_state "$1")" = "$2" ]; }
+# shellcheck disable=SC2317  # invoked through wait_for
+registered() { ctl scontrol -o show node "$1" 2>/dev/null | grep -q "^NodeName=$1 "; }
+# shellcheck disable=SC2317  # invoked through wait_for
+not_registered() { ! registered "$1"; }
+# shellcheck disable=SC2317  # invoked through wait_for
+pending_for_a_reason() { ctl squeue -h -j "$1" -o '%r' 2>/dev/null | grep -qv '^None$'; }
+# shellcheck disable=SC2317  # invoked through wait_for
+job_gone() { [ -z "$(ctl squeue -h -j "$1" 2>/dev/null)" ]; }
+# shellcheck disable=SC2317  # invoked through wait_for
+idle_node() { ctl sinfo -h -N -n "$1" -o '%t' 2>/dev/null | grep -qx idle; }
+node_reason() { ctl scontrol show node "$1" 2>/dev/null | sed -n 's/^ *Reason=\(.*\) \[.*/\1/p'; }
+node_state() { ctl scontrol -o show node "$1" 2>/dev/null | tr ' ' '\n' | sed -n 's/^State=//p'; }
+
+# Runs oneslurm-elastic.service once (the real unit, as its timer would) and prints its log.
+elastic_now() {
+    local before
+    before=$(ctl journalctl -u oneslurm-elastic.service -o cat --no-pager | wc -l)
+    ctl systemctl start oneslurm-elastic.service
+    ctl journalctl -u oneslurm-elastic.service -o cat --no-pager | tail -n +"$((before + 1))" |
+        grep -v '^Start\|^Finished\|^oneslurm-elastic.service: Deactivated' > "$BOOTLAB_DIR/logs/elastic.last"
+    sed 's/^/    | /' "$BOOTLAB_DIR/logs/elastic.last"
+}
+
+setup() {
+    step "setup: rootfs, package layers, bridge, OneGate simulator"
+    find_product || return 1
+    # shellcheck disable=SC2119  # no --fresh: reuse a cached rootfs
+    bl_rootfs || return 1
+    # shellcheck disable=SC2119  # no argument: the slurm layer set
+    build_layers || return 1
+    bl_bridge_up || return
+    start_sim || return 1
+    SERVICE=$(sim POST /_sim/services '{"name":"OneSlurm","roles":[
+        {"name":"controller","cardinality":1,"cooldown_ms":0},
+        {"name":"worker","cardinality":1,"min_vms":1,"max_vms":3,"parents":["controller"],
+         "cooldown_ms":0}]}' | jq -r .id)
+    if [ -z "$SERVICE" ] || [ "$SERVICE" = null ]; then echo "cannot create the service"; return 1; fi
+}
+
+phase1_up() {
+    step "1. a controller in elastic mode (1..3 workers) and 1 worker"
+    new_vm ctl controller ONEAPP_SLURM_ELASTIC=YES ONEAPP_SLURM_ELASTIC_MIN_NODES=1 \
+        ONEAPP_SLURM_ELASTIC_MAX_NODES=3 ONEAPP_SLURM_ELASTIC_IDLE_SECONDS=60 || return 1
+    new_vm w1 worker ONEAPP_SLURM_JOIN_TIMEOUT=120 || return 1
+    boot_vms 240 ctl w1 || return 1
+    check "controller READY" ready ctl
+    check "w1 READY" ready w1
+    check "configure enabled oneslurm-elastic.timer" eq "$(ctl systemctl is-enabled oneslurm-elastic.timer)" enabled
+    # The cycles below are started by hand, one at a time.
+    ctl systemctl stop oneslurm-elastic.timer oneslurm-reconcile.timer
+    wait_for 30 idle_node "$(node w1)"
+    check "$(node w1) idle" idle_node "$(node w1)"
+}
+
+phase2_grow() {
+    local job t0 n
+    step "2. a job asking for 3 nodes grows the worker role from 1 to 3"
+    t0=$(_bl_now)
+    job=$(ctl sbatch --parsable -N3 -o /dev/null --wrap 'srun hostname; sleep 20') ||
+        { echo "sbatch refused the job: $job"; return 1; }
+    wait_for 20 pending_for_a_reason "$job"
+    say "job $job pends for: $(ctl squeue -h -j "$job" -o '%r')"
+    elastic_now
+    check "the cycle raised the worker role's cardinality to 3" eq "$(cardinality)" 3
+    check "the decision is logged with its reason" grep -qF "grow role worker to 3 VMs: 1 job(s) ($job) wait for 3 node(s)" "$BOOTLAB_DIR/logs/elastic.last"
+    # OneFlow creates the two VMs; they boot.
+    new_vm w2 worker ONEAPP_SLURM_JOIN_TIMEOUT=120 || return 1
+    new_vm w3 worker ONEAPP_SLURM_JOIN_TIMEOUT=120 || return 1
+    boot_vms 240 w2 w3 || return 1
+    wait_for 60 job_is "$job" RUNNING
+    check "job $job runs on 3 nodes ($(ctl squeue -h -j "$job" -o '%N'))" eq "$(ctl squeue -h -j "$job" -o '%D')" 3
+    timing "2: job submitted -> running on 2 new workers" "$(_bl_dt "$t0" "$(_bl_now)")"
+    wait_for 60 job_gone "$job"
+    for n in w2 w3; do check "$n READY" ready "$n"; done
+}
+
+phase3_shrink() {
+    local keep t0 n gone
+    step "3. idle workers drained, then exactly their VMs terminated, while a job runs on w1"
+    keep=$(ctl sbatch --parsable -w "$(node w1)" -o /dev/null --wrap 'sleep 600')
+    wait_for 30 job_is "$keep" RUNNING
+    check "job $keep runs on $(node w1)" job_is "$keep" RUNNING
+    say "waiting for the idle limit (60 s since w2's and w3's last job)"
+    sleep 62
+    elastic_now
+    for n in w2 w3; do
+        check "$(node "$n") drained by the cycle" contains "$(node_state "$(node "$n")")" DRAIN
+        check "$(node "$n")'s reason" eq "$(node_reason "$(node "$n")")" "one-hpc elastic: idle"
+    done
+    check "$(node w1) (running a job) not drained" lacks "$(node_state "$(node w1)")" DRAIN
+    check "no VM terminated yet" eq "$(terminated)" ""
+    t0=$(_bl_now)
+    elastic_now
+    check "the cycle terminated exactly w2's and w3's VMs" eq "$(terminated)" "$(printf '%s\n' "${VMID[w2]}" "${VMID[w3]}" | sort -n | paste -sd' ')"
+    # OneFlow powers the terminated VMs off (ACPI): their self-drain runs.
+    for n in w2 w3; do bl_poweroff "$n" 60 >/dev/null; done
+    for n in w2 w3; do
+        wait_for 20 not_registered "$(node "$n")"; gone=$?
+        check "$(node "$n") left Slurm" eq "$gone" 0
+    done
+    timing "3: terminate -> nodes gone (2 workers)" "$(_bl_dt "$t0" "$(_bl_now)")"
+    check "OneFlow's watchdog lowered the role to 1" eq "$(cardinality)/$(role_vms)" 1/1
+    check "job $keep still running on $(node w1)" job_is "$keep" RUNNING
+    ctl scancel "$keep"
+    for n in w2 w3; do bl_unclone "$n"; done
+}
+
+phase4_health() {
+    local w1n
+    step "4. the health check drains a worker whose slurmd spool is full, and resumes it"
+    w1n=$(node w1)
+    wait_for 30 idle_node "$w1n"
+    check "slurm.conf runs the shipped health check" contains "$(ctl scontrol show config | grep HealthCheckProgram)" /usr/libexec/one-hpc/slurm-health-check
+    # A full spool: a 1 MiB tmpfs on it with the spool's files (among them conf-cache, where
+    # /run/slurm/conf points: Slurm's commands on a worker read their slurm.conf there), filled.
+    bl_exec w1 cp -a /var/lib/slurm/slurmd /var/tmp/lab-spool
+    bl_exec w1 mount -t tmpfs -o size=1m lab-full /var/lib/slurm/slurmd
+    bl_exec w1 cp -a /var/tmp/lab-spool/. /var/lib/slurm/slurmd/
+    bl_exec w1 dd if=/dev/zero of=/var/lib/slurm/slurmd/fill bs=64k count=64 >/dev/null 2>&1
+    bl_exec w1 /usr/libexec/one-hpc/slurm-health-check | sed 's/^/    | /'
+    check "$w1n drained by its health check" contains "$(node_state "$w1n")" DRAIN
+    check "the reason names the check" contains "$(node_reason "$w1n")" "one-hpc health: disk: /var/lib/slurm/slurmd is 100% full"
+    bl_exec w1 umount /var/lib/slurm/slurmd
+    bl_exec w1 /usr/libexec/one-hpc/slurm-health-check | sed 's/^/    | /'
+    check "$w1n resumed once the check passes" lacks "$(node_state "$w1n")" DRAIN
+}
+
+scenario() {
+    setup || return 1
+    phase1_up || return 1
+    phase2_grow || return 1
+    phase3_shrink || return 1
+    phase4_health || return 1
+}
+
+scenario; rc=$?
+[ "$rc" = 0 ] || { echo "  FAIL  scenario stopped early (status $rc, see above)"; FAIL=$((FAIL + 1)); }
+# shellcheck disable=SC2317  # called by lab_end
+poweroff_workers() {
+    local f n
+    for f in "$BOOTLAB_DIR"/run/*.pid; do
+        [ -e "$f" ] || continue
+        n=$(basename "$f" .pid)
+        [ "$n" = ctl ] || bl_poweroff "$n" 60 || true
+    done
+}
+lab_end poweroff_workers
