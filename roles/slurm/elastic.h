@@ -71,8 +71,9 @@ struct Worker {
 
 struct Snapshot {
   int cardinality = 0;  ///< the role's cardinality (OneFlow's target)
-  /// VMs still in the role's nodes[] but on their way out (shutting down, DONE): not workers,
-  /// and not VMs still to be created either.
+  /// VMs in the role's nodes[] that do not run: on their way out (shutting down, DONE) or
+  /// parked (POWEROFF, STOPPED, SUSPENDED, UNDEPLOYED). Not workers, not failed boots, and not
+  /// VMs still to be created either.
   int leaving_vms = 0;
   bool service_running = true;  ///< service state RUNNING: a scale request can be accepted
   int consecutive_boot_failures = 0;

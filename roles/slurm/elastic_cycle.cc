@@ -16,11 +16,22 @@ namespace {
 using elastic::Action;
 using Kind = elastic::Action::Kind;
 
-// OpenNebula VM states (STATE / LCM_STATE) of a VM on its way out of the role.
-constexpr int kVmDone = 6;
+// OpenNebula VM states (STATE / LCM_STATE) of a VM that is not running and not on its way to
+// run: on its way out of the role (DONE, shutting down), or parked by the operator (POWEROFF,
+// STOPPED, SUSPENDED, UNDEPLOYED). Such a VM is neither a worker nor a failed boot: the cycle
+// never terminates it (an operator's powered-off worker is the operator's).
 constexpr int kVmActive = 3;
 bool Leaving(const VmInfo& vm) {
-  if (vm.state == kVmDone) return true;
+  switch (vm.state) {
+    case 4:  // STOPPED
+    case 5:  // SUSPENDED
+    case 6:  // DONE
+    case 8:  // POWEROFF
+    case 9:  // UNDEPLOYED
+      return true;
+    default:
+      break;
+  }
   if (vm.state != kVmActive) return false;
   switch (vm.lcm_state) {
     case 11:  // EPILOG

@@ -196,6 +196,19 @@ TEST_F(ElasticCycleTest, FailedBootsAreTerminatedCountedAcrossCyclesAndStopWithA
   EXPECT_EQ(sim_.UserAttr(controller_.id, "ERROR"), "");
 }
 
+TEST_F(ElasticCycleTest, APoweredOffWorkerIsTheOperatorsAndNeverAFailedBoot) {
+  AddWorker("w1");
+  int parked = AddWorker("w2", false);  // powered off by the operator: its node left Slurm
+  ASSERT_TRUE(sim_.SetVmState(parked, sim::states::kVmPoweroff, 0));
+  shift_ = 5000;
+  auto r = Run();
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_TRUE(r->outcomes.empty());
+  EXPECT_TRUE(sim_.Terminations().empty());
+  EXPECT_EQ(r->snapshot.workers.size(), 1u);
+  EXPECT_EQ(r->snapshot.leaving_vms, 1);
+}
+
 TEST_F(ElasticCycleTest, AJobLargerThanTheMaximumIsToldOnceInItsAdminComment) {
   AddWorker("w1");
   slurm_.pending = {{"11", "Resources", 9}};
