@@ -12,7 +12,9 @@
 #     two new VMs boot and the job runs on 3 nodes (figure: job submitted to job running);
 #   - with a job running on the first worker, after the idle limit one cycle drains the two
 #     others ("one-hpc elastic: idle"), the next terminates exactly their VMs; they power off,
-#     their nodes leave Slurm through self-drain, the role is back to 1, the job still runs.
+#     their nodes leave Slurm through self-drain, the role is back to 1, the job still runs;
+#   - the health check on a worker whose slurmd spool is full drains it with
+#     "one-hpc health: disk: ..." and resumes it once there is room.
 #
 # Label vm-scenarios: `make test-vm` runs it. Figures in
 # $ONEHPC_BINARY_DIR/oneslurm_elastic-results.txt. Exit 77 (skipped) as vm_lib.sh says.
@@ -128,4 +130,21 @@ if [ "$(cardinality)/$(role_vms)" = 1/1 ]; then pass "OneFlow's watchdog lowered
 else fail "the role is back to 1 VM" "cardinality $(cardinality), VMs $(role_vms)"; fi
 if job_is "$keep" RUNNING; then pass "job $keep still runs on ${wnode[w1]}"
 else fail "job $keep still runs on ${wnode[w1]}" "$(job_state "$keep")"; fi
+
+# ---- health: a worker whose slurmd spool is full is drained naming the check, then resumed -------
+ctl "scancel $keep" >/dev/null 2>&1
+wait_until 60 is_idle "${wnode[w1]}" >/dev/null
+# A 1 MiB tmpfs on the spool with the spool's files (conf-cache among them: Slurm's commands on
+# a worker read their slurm.conf there), filled; then the shipped link, as slurmd runs it.
+vm_ssh w1 'cp -a /var/lib/slurm/slurmd /var/tmp/spool-copy && mount -t tmpfs -o size=1m full /var/lib/slurm/slurmd &&
+    cp -a /var/tmp/spool-copy/. /var/lib/slurm/slurmd/ && { dd if=/dev/zero of=/var/lib/slurm/slurmd/fill bs=64k count=64 2>/dev/null; true; } &&
+    /usr/libexec/one-hpc/slurm-health-check' > "$work/health.out" 2>&1
+st=$(full_state "${wnode[w1]}"); reason=$(reason_of "${wnode[w1]}")
+if [[ $st == *DRAIN* ]] && [[ $reason == "one-hpc health: disk: /var/lib/slurm/slurmd is 100% full"* ]]; then
+    pass "a full spool: the health check drained ${wnode[w1]} with '$reason'"
+else fail "a full spool: the health check drains ${wnode[w1]} naming the check" "State=$st Reason=$reason
+$(cat "$work/health.out")"; fi
+vm_ssh w1 'umount /var/lib/slurm/slurmd && /usr/libexec/one-hpc/slurm-health-check' > "$work/health.out" 2>&1
+if [[ $(full_state "${wnode[w1]}") != *DRAIN* ]]; then pass "room again: the health check resumed ${wnode[w1]}"
+else fail "room again: the health check resumes ${wnode[w1]}" "$(full_state "${wnode[w1]}") $(cat "$work/health.out")"; fi
 vm_report

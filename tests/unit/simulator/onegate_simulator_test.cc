@@ -388,6 +388,36 @@ TEST_F(OneGateSimulatorTest, SelfTerminateRemovesTheNodeAndLowersCardinality) {
   EXPECT_EQ(t[0].cause, "action");
 }
 
+// onegate-api.md 3.1 and 8: any VM of a service may act on a peer (POST /vms/<id>/action);
+// oneflow.md 5: a VM that becomes DONE outside OneFlow leaves nodes[] and the watchdog lowers
+// the role's cardinality by one, forced (below min_vms too). What elastic mode relies on when
+// the controller terminates exactly an idle worker's VM.
+TEST_F(OneGateSimulatorTest, APeersGracefulTerminateRemovesThatVmAndLowersItsRoleEvenBelowMin) {
+  auto r = As(head_).Post(Vms(c2_.id) + "/action", R"({"action":{"perform":"terminate"}})",
+                          "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 204);
+  EXPECT_EQ(sim_.VmState(c2_.id), states::kVmDone);
+  EXPECT_EQ(sim_.Nodes(service_, "compute"), std::vector<int>{c1_.id});
+  EXPECT_EQ(sim_.Cardinality(service_, "compute"), 1);
+  auto again = As(head_).Post(Vms(c1_.id) + "/action", R"({"action":{"perform":"terminate"}})",
+                              "application/json");
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->status, 204);
+  EXPECT_EQ(sim_.Cardinality(service_, "compute"), 0) << "forced: below min_vms (1)";
+  const auto t = sim_.Terminations();
+  ASSERT_EQ(t.size(), 2u);
+  EXPECT_EQ(t[0].vm_id, c2_.id);
+  EXPECT_FALSE(t[0].hard) << "no params: a graceful terminate (ACPI), hooks run";
+  EXPECT_EQ(t[0].cause, "action");
+  // A VM outside the service cannot terminate its VMs.
+  auto foreign = As(loner_).Post(Vms(head_.id) + "/action", R"({"action":{"perform":"terminate"}})",
+                                 "application/json");
+  ASSERT_TRUE(foreign);
+  EXPECT_EQ(foreign->status, 400);
+  EXPECT_EQ(sim_.VmState(head_.id), states::kVmActive);
+}
+
 TEST_F(OneGateSimulatorTest, PoweroffPutsRoleAndServiceInWarning) {
   ASSERT_TRUE(sim_.SetVmState(c2_.id, states::kVmPoweroff, 0));
   auto r = As(head_).Get("/service");
