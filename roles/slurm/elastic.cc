@@ -93,6 +93,20 @@ std::vector<Action> Decide(const Limits& limits, const Snapshot& s) {
                                    failures)));
   }
 
+  // ---- 4. health: a node that stays unhealthy is replaced (decided before the grow, which
+  // counts it gone; carried out after it)
+  for (const auto& w : s.workers) {
+    if (stopped || w.node.empty() || !w.drain || w.jobs > 0) continue;
+    if (!w.reason.starts_with(kHealthReasonPrefix)) continue;
+    if (w.reason_age_seconds < limits.unhealthy_seconds) continue;
+    Action a = Make(Action::Kind::kTerminate, fmt::format("{} unhealthy for {} s ({}): replaced",
+                                                          w.node, w.reason_age_seconds, w.reason));
+    a.vm_id = w.vm_id;
+    a.node = w.node;
+    later.push_back(std::move(a));
+    ++leaving;
+  }
+
   // ---- 2. grow
   int demand = 0;
   std::vector<std::string> waiting;
@@ -120,6 +134,9 @@ std::vector<Action> Decide(const Limits& limits, const Snapshot& s) {
   int idle = static_cast<int>(std::count_if(s.workers.begin(), s.workers.end(), IsUsableIdle));
   int to_come = std::max(0, s.cardinality - total - s.leaving_vms);  // OneFlow still creates these
   int shortfall = demand - idle - booting - to_come;
+  // Below the minimum (an unhealthy node replaced, a failed boot terminated): grow back to it.
+  const int present = total - leaving + to_come;
+  const int below_min = std::max(0, limits.min_nodes - present);
   if (shortfall > 0) {
     for (const auto& w : s.workers) {
       if (shortfall <= 0) break;
@@ -132,14 +149,20 @@ std::vector<Action> Decide(const Limits& limits, const Snapshot& s) {
       --shortfall;
     }
   }
+  const bool for_jobs = shortfall > 0;
+  shortfall = std::max(shortfall, below_min);
   if (shortfall > 0 && !stopped) {
     // Not minus this cycle's terminations: OneFlow's watchdog lowers the cardinality by one
     // for each terminated VM once it is DONE, so the new cardinality counts them still.
     int current = std::max(s.cardinality, total);
     int target = std::min(limits.max_nodes, current + std::min(limits.max_step, shortfall));
     std::string why =
-        fmt::format("{} job(s) ({}) wait for {} node(s); {} idle, {} booting, {} to be created",
-                    waiting.size(), fmt::join(waiting, ","), demand, idle, booting, to_come);
+        for_jobs ? fmt::format(
+                       "{} job(s) ({}) wait for {} node(s); {} idle, {} booting, {} to be "
+                       "created",
+                       waiting.size(), fmt::join(waiting, ","), demand, idle, booting, to_come)
+                 : fmt::format("{} worker VM(s) stay, below the minimum of {}", present,
+                               limits.min_nodes);
     if (target <= current) {
       out.push_back(Make(Action::Kind::kWait, why + fmt::format(": the role is at its maximum "
                                                                 "({} VMs)",
@@ -152,19 +175,6 @@ std::vector<Action> Decide(const Limits& limits, const Snapshot& s) {
       a.target = target;
       out.push_back(std::move(a));
     }
-  }
-
-  // ---- 4. health: a node that stays unhealthy is replaced
-  for (const auto& w : s.workers) {
-    if (stopped || w.node.empty() || !w.drain || w.jobs > 0) continue;
-    if (!w.reason.starts_with(kHealthReasonPrefix)) continue;
-    if (w.reason_age_seconds < limits.unhealthy_seconds) continue;
-    Action a = Make(Action::Kind::kTerminate, fmt::format("{} unhealthy for {} s ({}): replaced",
-                                                          w.node, w.reason_age_seconds, w.reason));
-    a.vm_id = w.vm_id;
-    a.node = w.node;
-    later.push_back(std::move(a));
-    ++leaving;
   }
 
   // ---- 3. shrink, never while jobs wait for nodes

@@ -207,6 +207,12 @@ TEST(ElasticTest, ANodeThatStaysUnhealthyIsReplaced) {
   // Drained by an administrator: not ours, never touched.
   s.workers[0] = Drained(Idle(1, 9000), "maintenance", 9000);
   EXPECT_TRUE(Decide(Lim(1, 8), s).empty());
+  // At the minimum: the replaced node's place is asked for in the same cycle (the new
+  // cardinality still counts it: the watchdog lowers it once the VM is DONE).
+  s.workers[0] = Drained(Idle(1), "one-hpc health: munge does not answer", 400);
+  auto at_min = Decide(Lim(2, 8), s);
+  ASSERT_EQ(Verbs(at_min), (std::vector<std::string>{"grow 3", "terminate w1 vm1"}));
+  EXPECT_THAT(at_min[0].reason, HasSubstr("1 worker VM(s) stay, below the minimum of 2"));
 }
 
 TEST(ElasticTest, BootFailuresAreTerminatedAndTheLimitStopsReplacing) {
