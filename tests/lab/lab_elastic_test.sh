@@ -40,30 +40,11 @@ lab_begin lab_elastic_test
 echo "lab directory: $BOOTLAB_DIR   cache: $BOOTLAB_CACHE"
 
 SIM_URL="http://$BOOTLAB_NET.1:5030"
-declare -A VMID=()
+# shellcheck disable=SC2034  # IP: written by new_slurm_vm
+declare -A VMID=() IP=()
 SERVICE=""
 NEXT_IP=10
-# new_vm NAME ROLE [CONTEXT_VAR=value...]: a VM of ROLE in the service and its container clone
-# with an OpenNebula context; not booted.
-new_vm() {
-    local name=$1 role=$2 ip r id token root; shift 2
-    NEXT_IP=$((NEXT_IP + 1)); ip=$BOOTLAB_NET.$NEXT_IP
-    r=$(sim POST /_sim/vms "{\"service_id\":$SERVICE,\"role\":\"$role\",\"name\":\"${role}_$name\",
-        \"nics\":[{\"ip\":\"$ip\",\"mac\":\"$(bl_mac "$ip")\",\"network\":\"bootlab\",\"network_id\":\"0\"}]}") ||
-        { echo "cannot add a VM to the service: $r"; return 1; }
-    id=$(jq -r .id <<< "$r"); token=$(jq -r .token <<< "$r")
-    VMID[$name]=$id
-    BOOTLAB_LAYERS=one-hpc:appliance-slurm bl_clone "$name" "$ip/24" >/dev/null || return 1
-    root=$(bl_root "$name")
-    bl_context_token "$name" "$token"
-    bl_context "$name" "DISK_ID=1" "ETH0_IP=$ip" "ETH0_MASK=255.255.255.0" \
-        "ETH0_NETWORK=$BOOTLAB_NET.0" "ETH0_MAC=$(bl_mac "$ip")" "NETWORK=YES" "TARGET=hdb" \
-        "ONEGATE_ENDPOINT=$SIM_URL" "TOKEN=YES" "VMID=$id" "REPORT_READY=YES" "$@" || return 1
-    mkdir -p "$root/etc/systemd/system.conf.d"
-    printf '[Manager]\nDefaultTimeoutStopSec=15s\n' > "$root/etc/systemd/system.conf.d/10-lab-stop-timeout.conf"
-}
-node() { echo "slurm-one-worker-${VMID[$1]}"; }
-ctl() { bl_exec ctl "$@"; }
+# new_slurm_vm, node, ctl: lab_lib.sh.
 cardinality() { sim GET "/_sim/services/$SERVICE" | jq -r '.roles[] | select(.name == "worker") | .cardinality'; }
 role_vms() { sim GET "/_sim/services/$SERVICE" | jq -r '.roles[] | select(.name == "worker") | .nodes | length'; }
 terminated() { sim GET /_sim/terminations | jq -r '.[].vm_id' | sort -n | paste -sd' '; }
@@ -112,9 +93,9 @@ setup() {
 
 phase1_up() {
     step "1. a controller in elastic mode (1..3 workers) and 1 worker"
-    new_vm ctl controller ONEAPP_SLURM_ELASTIC=YES ONEAPP_SLURM_ELASTIC_MIN_NODES=1 \
+    new_slurm_vm ctl controller ONEAPP_SLURM_ELASTIC=YES ONEAPP_SLURM_ELASTIC_MIN_NODES=1 \
         ONEAPP_SLURM_ELASTIC_MAX_NODES=3 ONEAPP_SLURM_ELASTIC_IDLE_SECONDS=60 || return 1
-    new_vm w1 worker ONEAPP_SLURM_JOIN_TIMEOUT=120 || return 1
+    new_slurm_vm w1 worker ONEAPP_SLURM_JOIN_TIMEOUT=120 || return 1
     boot_vms 240 ctl w1 || return 1
     check "controller READY" ready ctl
     check "w1 READY" ready w1
@@ -137,8 +118,8 @@ phase2_grow() {
     check "the cycle raised the worker role's cardinality to 3" eq "$(cardinality)" 3
     check "the decision is logged with its reason" grep -qF "grow role worker to 3 VMs: 1 job(s) ($job) wait for 3 node(s)" "$BOOTLAB_DIR/logs/elastic.last"
     # OneFlow creates the two VMs; they boot.
-    new_vm w2 worker ONEAPP_SLURM_JOIN_TIMEOUT=120 || return 1
-    new_vm w3 worker ONEAPP_SLURM_JOIN_TIMEOUT=120 || return 1
+    new_slurm_vm w2 worker ONEAPP_SLURM_JOIN_TIMEOUT=120 || return 1
+    new_slurm_vm w3 worker ONEAPP_SLURM_JOIN_TIMEOUT=120 || return 1
     boot_vms 240 w2 w3 || return 1
     wait_for 60 job_is "$job" RUNNING
     check "job $job runs on 3 nodes ($(ctl squeue -h -j "$job" -o '%N'))" eq "$(ctl squeue -h -j "$job" -o '%D')" 3
@@ -208,13 +189,4 @@ scenario() {
 
 scenario; rc=$?
 [ "$rc" = 0 ] || { echo "  FAIL  scenario stopped early (status $rc, see above)"; FAIL=$((FAIL + 1)); }
-# shellcheck disable=SC2317  # called by lab_end
-poweroff_workers() {
-    local f n
-    for f in "$BOOTLAB_DIR"/run/*.pid; do
-        [ -e "$f" ] || continue
-        n=$(basename "$f" .pid)
-        [ "$n" = ctl ] || bl_poweroff "$n" 60 || true
-    done
-}
-lab_end poweroff_workers
+lab_end poweroff_slurm_workers

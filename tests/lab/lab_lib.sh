@@ -268,3 +268,42 @@ boot_vms() {
     done
     say "booted and configured: $* ($(_bl_dt "$t0" "$(_bl_now)")s)"
 }
+
+# ---- the OneSlurm VMs of lab_lifecycle and lab_elastic (lab_ood has its own). Those tests
+# declare VMID and IP (associative arrays), SERVICE, NEXT_IP and SIM_URL.
+# new_slurm_vm NAME ROLE [CONTEXT_VAR=value...] : a VM of ROLE in the service (OneGate
+# simulator) and its container clone of the slurm layers with an OpenNebula context; not booted.
+new_slurm_vm() {
+    local name=$1 role=$2 ip r id token root; shift 2
+    NEXT_IP=$((NEXT_IP + 1)); ip=$BOOTLAB_NET.$NEXT_IP
+    r=$(sim POST /_sim/vms "{\"service_id\":$SERVICE,\"role\":\"$role\",\"name\":\"${role}_$name\",
+        \"nics\":[{\"ip\":\"$ip\",\"mac\":\"$(bl_mac "$ip")\",\"network\":\"bootlab\",\"network_id\":\"0\"}]}") ||
+        { echo "cannot add a VM to the service: $r"; return 1; }
+    id=$(jq -r .id <<< "$r"); token=$(jq -r .token <<< "$r")
+    # shellcheck disable=SC2004,SC2034  # associative arrays of the tests; IP: read by them
+    VMID[$name]=$id IP[$name]=$ip
+    BOOTLAB_LAYERS=one-hpc:appliance-slurm bl_clone "$name" "$ip/24" >/dev/null || return 1
+    root=$(bl_root "$name")
+    bl_context_token "$name" "$token"
+    bl_context "$name" "DISK_ID=1" "ETH0_IP=$ip" "ETH0_MASK=255.255.255.0" \
+        "ETH0_NETWORK=$BOOTLAB_NET.0" "ETH0_MAC=$(bl_mac "$ip")" "NETWORK=YES" "TARGET=hdb" \
+        "ONEGATE_ENDPOINT=$SIM_URL" "TOKEN=YES" "VMID=$id" "REPORT_READY=YES" "$@" || return 1
+    # A job step left running must not hold a poweroff for 90 s (boot-lab.md section 13).
+    mkdir -p "$root/etc/systemd/system.conf.d"
+    printf '[Manager]\nDefaultTimeoutStopSec=15s\n' > "$root/etc/systemd/system.conf.d/10-lab-stop-timeout.conf"
+}
+# shellcheck disable=SC2317  # used by the tests
+node() { echo "slurm-one-worker-${VMID[$1]}"; }
+# shellcheck disable=SC2317  # used by the tests
+ctl() { bl_exec ctl "$@"; }
+# poweroff_slurm_workers: every running clone but the controller (ctl), for lab_end: workers
+# first, so that their self-drain still reaches the controller (else each waits for it).
+# shellcheck disable=SC2317  # called by lab_end
+poweroff_slurm_workers() {
+    local f n
+    for f in "$BOOTLAB_DIR"/run/*.pid; do
+        [ -e "$f" ] || continue
+        n=$(basename "$f" .pid)
+        [ "$n" = ctl ] || bl_poweroff "$n" 60 || true
+    done
+}

@@ -72,28 +72,7 @@ sim_requests() { sim GET /_sim/requests | jq -r --argjson id "$1" '[.[] | select
 declare -A VMID=() IP=()
 SERVICE=""
 NEXT_IP=10
-# new_vm NAME ROLE [CONTEXT_VAR=value...] : a VM of ROLE in the service (OneGate simulator)
-# and its container clone with an OpenNebula context; not booted.
-new_vm() {
-    local name=$1 role=$2 ip r id token root; shift 2
-    NEXT_IP=$((NEXT_IP + 1)); ip=$BOOTLAB_NET.$NEXT_IP
-    r=$(sim POST /_sim/vms "{\"service_id\":$SERVICE,\"role\":\"$role\",\"name\":\"${role}_$name\",
-        \"nics\":[{\"ip\":\"$ip\",\"mac\":\"$(bl_mac "$ip")\",\"network\":\"bootlab\",\"network_id\":\"0\"}]}") ||
-        { echo "cannot add a VM to the service: $r"; return 1; }
-    id=$(jq -r .id <<< "$r"); token=$(jq -r .token <<< "$r")
-    VMID[$name]=$id IP[$name]=$ip
-    BOOTLAB_LAYERS=one-hpc:appliance-slurm bl_clone "$name" "$ip/24" >/dev/null || return 1
-    root=$(bl_root "$name")
-    bl_context_token "$name" "$token"
-    bl_context "$name" "DISK_ID=1" "ETH0_IP=$ip" "ETH0_MASK=255.255.255.0" \
-        "ETH0_NETWORK=$BOOTLAB_NET.0" "ETH0_MAC=$(bl_mac "$ip")" "NETWORK=YES" "TARGET=hdb" \
-        "ONEGATE_ENDPOINT=$SIM_URL" "TOKEN=YES" "VMID=$id" "REPORT_READY=YES" "$@" || return 1
-    # A job step left running must not hold a poweroff for 90 s (boot-lab.md section 13).
-    mkdir -p "$root/etc/systemd/system.conf.d"
-    printf '[Manager]\nDefaultTimeoutStopSec=15s\n' > "$root/etc/systemd/system.conf.d/10-lab-stop-timeout.conf"
-}
-node() { echo "slurm-one-worker-${VMID[$1]}"; }
-ctl() { bl_exec ctl "$@"; }
+# new_slurm_vm, node, ctl: lab_lib.sh (the OneSlurm VMs of the lab).
 
 
 # ---- Slurm views (from the controller) --------------------------------------------------------
@@ -162,9 +141,9 @@ phase1_up() {
     local t0 out n
     step "1. a service with 1 controller and 2 workers comes up"
     t0=$(_bl_now)
-    new_vm ctl controller ONEAPP_SLURM_ACCOUNTING_ENABLED=YES || return 1
-    new_vm w1 worker ONEAPP_SLURM_JOIN_TIMEOUT=120 || return 1
-    new_vm w2 worker ONEAPP_SLURM_JOIN_TIMEOUT=120 || return 1
+    new_slurm_vm ctl controller ONEAPP_SLURM_ACCOUNTING_ENABLED=YES || return 1
+    new_slurm_vm w1 worker ONEAPP_SLURM_JOIN_TIMEOUT=120 || return 1
+    new_slurm_vm w2 worker ONEAPP_SLURM_JOIN_TIMEOUT=120 || return 1
     say "VMs: controller ${VMID[ctl]} (${IP[ctl]}), workers ${VMID[w1]} (${IP[w1]}), ${VMID[w2]} (${IP[w2]})"
     say "booting all three at once (workers wait for the controller through OneGate)"
     boot_vms 240 ctl w1 w2 || return 1
@@ -245,8 +224,8 @@ phase2_graceful() {
     check "reconcile timer stopped for this phase" eq "$(ctl systemctl is-active oneslurm-reconcile.timer)" inactive
     t0=$(_bl_now)
     sim POST "/_sim/services/$SERVICE/scale" '{"role":"worker","cardinality":4}' >/dev/null
-    new_vm w3 worker ONEAPP_SLURM_JOIN_TIMEOUT=120 || return 1
-    new_vm w4 worker ONEAPP_SLURM_JOIN_TIMEOUT=120 || return 1
+    new_slurm_vm w3 worker ONEAPP_SLURM_JOIN_TIMEOUT=120 || return 1
+    new_slurm_vm w4 worker ONEAPP_SLURM_JOIN_TIMEOUT=120 || return 1
     say "scale-up: new VMs ${VMID[w3]}, ${VMID[w4]}"
     boot_vms 240 w3 w4 || return 1
     for n in w3 w4; do check "$n: configure succeeded, READY" ready "$n"; done
@@ -347,12 +326,12 @@ phase5_table_full() {
     local t0 err
     step "5. node table full: MaxNodeCount=3, a 4th worker reports the ERROR and is not READY"
     t0=$(_bl_now)
-    new_vm w5 worker ONEAPP_SLURM_JOIN_TIMEOUT=120 || return 1
-    new_vm w6 worker ONEAPP_SLURM_JOIN_TIMEOUT=120 || return 1
+    new_slurm_vm w5 worker ONEAPP_SLURM_JOIN_TIMEOUT=120 || return 1
+    new_slurm_vm w6 worker ONEAPP_SLURM_JOIN_TIMEOUT=120 || return 1
     boot_vms 240 w5 w6 || return 1
     wait_for 30 idle_is 3
     check "3 nodes idle (the table is full)" eq "$(idle_count)" 3
-    new_vm w7 worker ONEAPP_SLURM_JOIN_TIMEOUT=15 || return 1
+    new_slurm_vm w7 worker ONEAPP_SLURM_JOIN_TIMEOUT=15 || return 1
     say "4th worker: VM ${VMID[w7]} ($(node w7)), join timeout 15 s"
     boot_vms 120 w7 || return 1
     check "w7: one-hpc-configure failed" eq "$(configure_result w7)" exit-code
@@ -492,7 +471,7 @@ scenario() {
     phase1_up || return 1
     phase2_graceful || return 1
     if [ "$DEMO" = yes ]; then
-        new_vm w5 worker ONEAPP_SLURM_JOIN_TIMEOUT=120 || return 1
+        new_slurm_vm w5 worker ONEAPP_SLURM_JOIN_TIMEOUT=120 || return 1
         step "scale up again by one worker (VM ${VMID[w5]}) to show a hard removal"
         boot_vms 240 w5 || return 1
         wait_for 30 idle_is 2
@@ -508,13 +487,4 @@ scenario() {
 scenario; rc=$?
 [ "$rc" = 0 ] || { echo "  FAIL  scenario stopped early (status $rc, see above)"; FAIL=$((FAIL + 1)); }
 # Workers first: their self-drain still reaches the controller (else each waits for it).
-# shellcheck disable=SC2317  # called by lab_end
-poweroff_workers() {
-    local f n
-    for f in "$BOOTLAB_DIR"/run/*.pid; do
-        [ -e "$f" ] || continue
-        n=$(basename "$f" .pid)
-        [ "$n" = ctl ] || bl_poweroff "$n" 60 || true
-    done
-}
-lab_end poweroff_workers
+lab_end poweroff_slurm_workers

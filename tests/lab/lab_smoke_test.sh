@@ -70,11 +70,11 @@ rootfs() {
 
 # ---- appliance ------------------------------------------------------------------------------
 
-# The OneGate simulator on the bridge, and a VM in it for vm1. Sets VMID and TOKEN, or leaves
+# The OneGate simulator on the bridge, and a VM in it for vm1. Sets SMOKE_VMID and TOKEN, or leaves
 # them empty when the simulator is not built.
 start_sim() {
     local sim=${ONEHPC_SIM:-$BIN_DIR/tests/onegate-sim} out
-    VMID="" TOKEN=""
+    SMOKE_VMID="" TOKEN=""
     if [ ! -x "$sim" ]; then
         echo "NOTE: no onegate-sim at $sim: the context has no TOKEN, VMID or ONEGATE_ENDPOINT"
         return 0
@@ -88,8 +88,8 @@ start_sim() {
     done
     _bl_alive "$SIM_PID" || { echo "onegate-sim did not start:"; cat "$BOOTLAB_DIR/logs/onegate-sim.log"; return 1; }
     out=$(sim_add_vm vm1 "$BOOTLAB_NET.11") || { echo "cannot create a VM in onegate-sim: $out"; return 1; }
-    read -r VMID TOKEN <<< "$out"
-    echo "onegate-sim: pid $SIM_PID on http://$BOOTLAB_NET.1:5030, VM $VMID"
+    read -r SMOKE_VMID TOKEN <<< "$out"
+    echo "onegate-sim: pid $SIM_PID on http://$BOOTLAB_NET.1:5030, VM $SMOKE_VMID"
 }
 # sim_add_vm NAME IP : prints "VMID TOKEN" of a new VM (in no service) made through the
 # operator API (POST /_sim/vms -> {"id":N,"token":"..."}, tests/simulator/onegate_simulator.cc).
@@ -122,8 +122,8 @@ scenario_appliance() {
         "DISK_ID=1" "ETH0_IP=$BOOTLAB_NET.11" "ETH0_MASK=255.255.255.0" "ETH0_NETWORK=$BOOTLAB_NET.0"
         "ETH0_MAC=$(bl_mac "$BOOTLAB_NET.11")" "NETWORK=YES" "SET_HOSTNAME=vm1" "TARGET=hdb"
     )
-    if [ -n "$VMID" ]; then
-        ctx+=("ONEGATE_ENDPOINT=http://$BOOTLAB_NET.1:5030" "TOKEN=YES" "VMID=$VMID")
+    if [ -n "$SMOKE_VMID" ]; then
+        ctx+=("ONEGATE_ENDPOINT=http://$BOOTLAB_NET.1:5030" "TOKEN=YES" "VMID=$SMOKE_VMID")
         bl_context_token vm1 "$TOKEN"
     fi
     # Extra variables for trying things by hand, one VAR=value per line (e.g. ONEAPP_ROLE=...).

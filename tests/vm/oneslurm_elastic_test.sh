@@ -43,14 +43,7 @@ worker_role() { sim GET "/_sim/services/$service_id" | json_get 'json.dumps([r f
 cardinality() { worker_role | json_get 'd["cardinality"]'; }
 role_vms() { worker_role | json_get 'len(d["nodes"])'; }
 terminated() { sim GET /_sim/terminations | json_get '" ".join(str(t["vm_id"]) for t in sorted(d, key=lambda t: t["vm_id"]))'; }
-name_worker() {
-    local n="" try
-    for try in 1 2 3 4 5 6 7 8 9 10; do
-        n=$(vm_ssh "$1" 'hostname -s' 2>/dev/null) && [ -n "$n" ] && break
-        log "no host name from $1 yet (try $try)"; sleep 3
-    done
-    wnode[$1]=$n
-}
+name_worker() { wnode[$1]=$(vm_host_name "$1"); }
 # One run of the shipped unit; its log lines in $work/elastic.last.
 elastic_now() {
     # shellcheck disable=SC2016  # expanded on the controller

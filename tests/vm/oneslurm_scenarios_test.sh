@@ -38,16 +38,7 @@ reason_of() { ctl "scontrol -o show node $1" 2>/dev/null | sed -n 's/.* Reason=\
 runs_on() {  # runs_on NODE: a one-node job runs there
     [ "$(ctl "timeout 100 srun -N1 -w $1 hostname -s" 2>/dev/null)" = "$1" ]
 }
-# The worker's node name (its short host name), asked until SSH answers (a VM just READY may
-# still refuse a connection; an empty name would make every later check on it fail).
-name_worker() {
-    local n="" try
-    for try in 1 2 3 4 5 6 7 8 9 10; do
-        n=$(vm_ssh "$1" 'hostname -s' 2>/dev/null) && [ -n "$n" ] && break
-        log "no host name from $1 yet (try $try)"; sleep 3
-    done
-    wnode[$1]=$n
-}
+name_worker() { wnode[$1]=$(vm_host_name "$1"); }
 
 vm_start controller oneslurm controller "$NET.11" 1536 "" ONEAPP_SLURM_ACCOUNTING_ENABLED=YES || vm_report
 vm_start w1 oneslurm worker "$NET.21" 1536 "" || vm_report

@@ -339,6 +339,18 @@ vm_ssh() {  # vm_ssh NAME COMMAND...   (one string is best: ssh joins its argume
     in_ns timeout 60 ssh "${SSH_OPTS[@]}" "root@$ip" "$@"
 }
 
+# vm_host_name NAME: the VM's short host name (a worker's Slurm node name), asked until SSH
+# answers (a VM just READY may still refuse a connection; an empty name would make every later
+# check on it fail). Prints "" after 10 tries.
+vm_host_name() {
+    local n="" try
+    for try in 1 2 3 4 5 6 7 8 9 10; do
+        n=$(vm_ssh "$1" 'hostname -s' 2>/dev/null) && [ -n "$n" ] && break
+        log "no host name from $1 yet (try $try)" >&2; sleep 3
+    done
+    echo "$n"
+}
+
 # make_context NAME APPLIANCE ROLE [KEY=VALUE...]: the CONTEXT ISO of one VM, from
 # templates/vm/APPLIANCE.tmpl and the role's wiring in templates/oneflow/APPLIANCE.json, the
 # network and OneGate of this lab, then the KEY=VALUE overrides (user inputs, wiring that
