@@ -31,7 +31,8 @@ variable "base_image_checksum" {
 
 variable "deb" {
   type        = string
-  description = "The one-hpc .deb (make package)."
+  default     = ""
+  description = "The one-hpc .deb (make package); empty: build the packages layer only."
 }
 
 variable "one_context_deb" {
@@ -87,6 +88,8 @@ locals {
     "oneslurm"      = "slurm"
     "open-ondemand" = "ood"
   }[var.appliance]
+  # The packages layer: the role packages only; no .deb, not sealed (the appliance stage seals).
+  install_args = var.deb == "" ? "" : "--deb /tmp/one-hpc.deb --clean-image"
   one_context_steps = var.one_context_deb == "" ? ["true"] : [
     "set -e",
     "apt-get update -q",
@@ -107,10 +110,11 @@ source "qemu" "appliance" {
   disk_interface   = "virtio"
   net_device       = "virtio-net"
   format           = "qcow2"
-  # Trim on the way out and compress: the image keeps only what the appliance uses.
+  # Trim on the way out and compress: the image keeps only what the appliance uses. The
+  # packages layer is a build cache: not compressed (faster to write and to read back).
   disk_discard       = "unmap"
   disk_detect_zeroes = "unmap"
-  disk_compression   = true
+  disk_compression   = var.deb != ""
   output_directory   = var.output_dir
   vm_name            = "${var.appliance}.qcow2"
   # The build-time CONTEXT CD-ROM, labelled like OpenNebula's.
@@ -131,7 +135,8 @@ build {
   sources = ["source.qemu.appliance"]
 
   provisioner "file" {
-    source      = var.deb
+    # An empty file for the packages layer (install_args does not name it then).
+    source      = var.deb == "" ? "${var.context_dir}/context.sh" : var.deb
     destination = "/tmp/one-hpc.deb"
   }
 
@@ -154,7 +159,7 @@ build {
   provisioner "shell" {
     inline = [
       "set -e",
-      "sh /tmp/install-appliance.sh --role-packages ${local.role_packages} --deb /tmp/one-hpc.deb --clean-image",
+      "sh /tmp/install-appliance.sh --role-packages ${local.role_packages} ${local.install_args}",
       # The build's SSH key must not stay in the image (context-lite or one-context installs
       # the operator's keys at every boot).
       "rm -f /root/.ssh/authorized_keys",

@@ -1,9 +1,11 @@
 #!/bin/bash
 # build-image.sh - builds one appliance image with Packer (appliance.pkr.hcl) under KVM.
 #
-# Usage: build-image.sh --appliance oneslurm|open-ondemand --base BASE.qcow2 --deb ONE-HPC.deb
-#                       --output DIR [--one-context-deb FILE] [--packer-log FILE]
-#                       [--accel kvm|tcg]
+# Usage: build-image.sh --appliance oneslurm|open-ondemand --base BASE.qcow2
+#                       (--deb ONE-HPC.deb | --packages-only) --output DIR
+#                       [--one-context-deb FILE] [--packer-log FILE] [--accel kvm|tcg]
+#   --packages-only the appliance's packages layer: the role packages on BASE, not sealed, not
+#                   compressed; an image build then takes it as --base with the --deb
 #   --output DIR    gets <appliance>.qcow2, its .sha256 and build-console.log; DIR must not
 #                   exist or be empty (Packer's rule)
 #   --accel tcg     build without KVM, by emulation (5-10 times slower); for hosts whose
@@ -22,6 +24,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 appliance=""
 base=""
 deb=""
+packages_only=no
 output=""
 one_context_deb=""
 packer_log=""
@@ -29,13 +32,14 @@ accel=kvm
 
 die() { echo "build-image: $*" >&2; exit 1; }
 log() { echo "build-image: $*"; }
-usage() { sed -n '4,8s/^# \{0,1\}//p' "$0" >&2; exit 2; }
+usage() { sed -n '4,12s/^# \{0,1\}//p' "$0" >&2; exit 2; }
 
 while [ $# -gt 0 ]; do
     case $1 in
         --appliance) [ $# -ge 2 ] || usage; appliance=$2; shift 2;;
         --base) [ $# -ge 2 ] || usage; base=$2; shift 2;;
         --deb) [ $# -ge 2 ] || usage; deb=$2; shift 2;;
+        --packages-only) packages_only=yes; shift;;
         --output) [ $# -ge 2 ] || usage; output=$2; shift 2;;
         --one-context-deb) [ $# -ge 2 ] || usage; one_context_deb=$2; shift 2;;
         --packer-log) [ $# -ge 2 ] || usage; packer_log=$2; shift 2;;
@@ -50,7 +54,12 @@ case $appliance in
     *) die "--appliance must be oneslurm or open-ondemand, not '$appliance'";;
 esac
 [ -f "$base" ] || die "--base: no such image '$base' (make-base-image.sh makes it)"
-[ -f "$deb" ] || die "--deb: no such file '$deb' (make package makes it)"
+if [ "$packages_only" = yes ]; then
+    [ -z "$deb" ] || die "--packages-only builds the layer without the .deb: drop --deb"
+else
+    [ -n "$deb" ] || die "--deb ONE-HPC.deb is required (or --packages-only)"
+    [ -f "$deb" ] || die "--deb: no such file '$deb' (make package makes it)"
+fi
 [ -n "$output" ] || die "--output DIR is required"
 if [ -n "$one_context_deb" ] && [ ! -f "$one_context_deb" ]; then
     die "--one-context-deb: no such file '$one_context_deb'"
@@ -73,7 +82,8 @@ fi
 rmdir "$output" 2>/dev/null || true
 
 abs() { case $1 in /*) printf '%s\n' "$1";; *) printf '%s\n' "$PWD/$1";; esac; }
-base=$(abs "$base"); deb=$(abs "$deb"); output=$(abs "$output")
+base=$(abs "$base"); output=$(abs "$output")
+if [ -n "$deb" ]; then deb=$(abs "$deb"); fi
 if [ -n "$one_context_deb" ]; then one_context_deb=$(abs "$one_context_deb"); fi
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/one-hpc-image.XXXXXX")
@@ -89,7 +99,8 @@ ssh-keygen -q -t ed25519 -N '' -C "one-hpc image build" -f "$work/build-key"
 checksum="sha256:$(sha256sum "$base" | cut -d' ' -f1)"
 mkdir -p "$(dirname "$output")"
 console=$output.console.log
-log "building $appliance from $base with $accel (console: $console)"
+if [ "$packages_only" = yes ]; then what="the $appliance packages layer"; else what=$appliance; fi
+log "building $what from $base with $accel (console: $console)"
 start=$(date +%s)
 export CHECKPOINT_DISABLE=1 PACKER_CACHE_DIR="$work/packer-cache"
 if [ -n "$packer_log" ]; then export PACKER_LOG=1 PACKER_LOG_PATH="$packer_log"; fi
@@ -111,5 +122,5 @@ elapsed=$(( $(date +%s) - start ))
 image=$output/$appliance.qcow2
 [ -s "$image" ] || die "packer finished but $image is missing"
 size=$(du -b "$image" | cut -f1)
-log "done in ${elapsed}s: $image ($((size / 1048576)) MiB compressed, $(qemu-img info --output=json "$image" | sed -n 's/.*"virtual-size": \([0-9]*\).*/\1/p' | awk '{print int($1/1073741824)}') GiB virtual)"
+log "done in ${elapsed}s: $image ($((size / 1048576)) MiB, $(qemu-img info --output=json "$image" | sed -n 's/.*"virtual-size": \([0-9]*\).*/\1/p' | awk '{print int($1/1073741824)}') GiB virtual)"
 printf 'build_seconds=%s\nimage_bytes=%s\n' "$elapsed" "$size" > "$output/build-stats"

@@ -6,7 +6,10 @@
 #   make image IMAGE_ACCEL=tcg      without a KVM that boots BIOS guests (emulation, slow)
 #
 # Needs root, a usable /dev/kvm and the Debian packages in DEPS_IMAGE (installed by
-# image-deps). Output in $(IMAGE_DIR): debian-12-base.qcow2 and <appliance>/<appliance>.qcow2.
+# image-deps). Output in $(IMAGE_DIR): debian-12-base.qcow2, <appliance>/<appliance>.qcow2, and
+# the appliance's packages layer <appliance>-packages/<appliance>.qcow2 (the role packages on
+# the base; rebuilt only when the install steps, the Packer files or the base change), from
+# which each image build starts: a new .deb costs a boot, its install and the sealing.
 IMAGE_DIR ?= $(BUILD)/image
 IMAGE_APPLIANCE ?= oneslurm
 IMAGE_ACCEL ?= kvm
@@ -30,7 +33,14 @@ $(IMAGE_BASE): image-build/make-base-image.sh image-build/lib.sh image-build/bas
 
 image-base: $(IMAGE_BASE)
 
-image: image-deps package $(IMAGE_BASE)
-	rm -rf $(IMAGE_DIR)/$(IMAGE_APPLIANCE)
+IMAGE_PACKAGES := $(IMAGE_DIR)/$(IMAGE_APPLIANCE)-packages/$(IMAGE_APPLIANCE).qcow2
+$(IMAGE_PACKAGES): image-build/install-appliance.sh image-build/appliance.pkr.hcl \
+    image-build/build-image.sh image-build/lib.sh $(IMAGE_BASE) | image-deps
+	rm -rf $(IMAGE_DIR)/$(IMAGE_APPLIANCE)-packages
 	bash image-build/build-image.sh --appliance $(IMAGE_APPLIANCE) --accel $(IMAGE_ACCEL) --base $(IMAGE_BASE) \
+	  --packages-only --output $(IMAGE_DIR)/$(IMAGE_APPLIANCE)-packages
+
+image: image-deps package $(IMAGE_PACKAGES)
+	rm -rf $(IMAGE_DIR)/$(IMAGE_APPLIANCE)
+	bash image-build/build-image.sh --appliance $(IMAGE_APPLIANCE) --accel $(IMAGE_ACCEL) --base $(IMAGE_PACKAGES) \
 	  --deb "$$(ls -t $(BUILD)/one-hpc_*.deb | head -n1)" --output $(IMAGE_DIR)/$(IMAGE_APPLIANCE)

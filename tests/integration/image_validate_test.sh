@@ -34,6 +34,13 @@ else
         else
             fail "packer validate appliance.pkr.hcl (appliance=$a)" "$out"
         fi
+        # The packages layer (build-image.sh --packages-only): no .deb.
+        if out=$(cd "$work" && CHECKPOINT_DISABLE=1 packer validate -var "appliance=$a" "${args[@]}" \
+                 -var deb= "$IB/appliance.pkr.hcl" 2>&1); then
+            pass "packer validate appliance.pkr.hcl (appliance=$a, the packages layer: deb empty)"
+        else
+            fail "packer validate appliance.pkr.hcl (appliance=$a, the packages layer: deb empty)" "$out"
+        fi
     done
     if out=$(cd "$work" && CHECKPOINT_DISABLE=1 packer validate -var "appliance=bogus" "${args[@]}" \
              "$IB/appliance.pkr.hcl" 2>&1); then

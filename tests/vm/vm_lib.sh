@@ -218,9 +218,10 @@ vm_pick_accel() {
 }
 
 # vm_image APPLIANCE (oneslurm|open-ondemand): the appliance image into $image, from the cache
-# when nothing that goes into it changed, else built by Packer (and cached).
+# when nothing that goes into it changed, else built by Packer (and cached) from the
+# appliance's packages layer (vm_packages_layer), as `make image` builds it.
 vm_image() {
-    local appliance=$1 key cached
+    local appliance=$1 key cached layer
     if [ -n "${ONEHPC_KVM_IMAGE:-}" ]; then
         image=$ONEHPC_KVM_IMAGE build_seconds="(reused $image)"
         return 0
@@ -228,28 +229,60 @@ vm_image() {
     # The .deb by what it installs (file contents and maintainer scripts), not by its bytes:
     # a rebuild with the same content has new timestamps.
     key=$({ dpkg-deb --fsys-tarfile "$deb" | tar -xO; dpkg-deb --ctrl-tarfile "$deb" | tar -xO
-            cat "$VM_SRC/image-build/install-appliance.sh" "$VM_SRC/image-build/appliance.pkr.hcl" \
-                "$VM_SRC/image-build/build-image.sh" "$base.stamp"; } | sha256sum | cut -c1-16)
+            vm_image_inputs; } | sha256sum | cut -c1-16)
     cached=$vm_cache/$appliance-$key.qcow2
     if [ -s "$cached" ]; then
         image=$cached build_seconds="(cached $appliance-$key)"
         pass "the $appliance image, cached: nothing that goes into it changed ($cached)"
         return 0
     fi
-    log "building the $appliance image with Packer"
-    if bash "$VM_SRC/image-build/build-image.sh" --appliance "$appliance" --base "$base" --deb "$deb" \
+    vm_packages_layer "$appliance"
+    log "building the $appliance image with Packer on its packages layer"
+    if bash "$VM_SRC/image-build/build-image.sh" --appliance "$appliance" --base "$layer" --deb "$deb" \
            --output "$work/image" --packer-log "$work/packer.log" --accel "$accel" \
            >"$work/build.log" 2>&1; then
         build_seconds=$(sed -n 's/^build_seconds=//p' "$work/image/build-stats")
-        pass "packer build of the $appliance image (${build_seconds} s)"
-        # One cached image per appliance: the new one replaces the old (atomically).
-        rm -f "$vm_cache/$appliance"-*.qcow2
+        pass "packer build of the $appliance image on its packages layer (${build_seconds} s)"
+        # One cached image per appliance (named by a 16-digit key, unlike the layers): the new
+        # one replaces the old (atomically).
+        rm -f "$vm_cache/$appliance"-????????????????.qcow2
         cp "$work/image/$appliance.qcow2" "$cached.tmp" && mv "$cached.tmp" "$cached"
         image=$cached
     else
         fail "packer build of the $appliance image" "$(tail -n 40 "$work/build.log")"; vm_abort
     fi
     vm_result "${appliance//-/_}_image_bytes" "$(du -b "$image" | cut -f1)"
+}
+
+# What goes into an image besides the .deb: the install steps, the Packer files, the base.
+vm_image_inputs() {
+    cat "$VM_SRC/image-build/install-appliance.sh" "$VM_SRC/image-build/appliance.pkr.hcl" \
+        "$VM_SRC/image-build/build-image.sh" "$VM_SRC/image-build/lib.sh" "$base.stamp"
+}
+
+# vm_packages_layer APPLIANCE: the appliance's packages layer (build-image.sh --packages-only:
+# the role packages on the base image) into $layer, cached while vm_image_inputs are the same.
+vm_packages_layer() {
+    local appliance=$1 key layer_seconds
+    key=$({ echo "$appliance"; vm_image_inputs; } | sha256sum | cut -c1-16)
+    layer=$vm_cache/$appliance-packages-$key.qcow2
+    if [ -s "$layer" ]; then
+        pass "the $appliance packages layer, cached ($layer)"
+        return 0
+    fi
+    log "building the $appliance packages layer with Packer"
+    if bash "$VM_SRC/image-build/build-image.sh" --appliance "$appliance" --base "$base" --packages-only \
+           --output "$work/layer" --packer-log "$work/packer-layer.log" --accel "$accel" \
+           >"$work/build-layer.log" 2>&1; then
+        layer_seconds=$(sed -n 's/^build_seconds=//p' "$work/layer/build-stats")
+        pass "packer build of the $appliance packages layer (${layer_seconds} s)"
+        vm_result "${appliance//-/_}_packages_layer_build_seconds" "$layer_seconds"
+        rm -f "$vm_cache/$appliance"-packages-*.qcow2
+        mv "$work/layer/$appliance.qcow2" "$layer.tmp" && mv "$layer.tmp" "$layer"
+        rm -rf "$work/layer"
+    else
+        fail "packer build of the $appliance packages layer" "$(tail -n 40 "$work/build-layer.log")"; vm_abort
+    fi
 }
 
 in_ns() { ip netns exec "$ns" "$@"; }
