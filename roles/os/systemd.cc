@@ -86,12 +86,17 @@ SystemctlSystemd::SystemctlSystemd(ProcessRunner& runner, std::string root)
 
 bool SystemctlSystemd::offline() const { return !root_.empty() && root_ != "/"; }
 
-Status SystemctlSystemd::Systemctl(std::vector<std::string> args) {
+Status SystemctlSystemd::Systemctl(std::vector<std::string> args, bool links_only) {
   Command command;
   command.argv = {"systemctl"};
   if (offline()) command.argv.push_back("--root=" + root_);
   command.argv.insert(command.argv.end(), args.begin(), args.end());
   command.timeout = kSystemctlTimeout;
+  if (links_only) {
+    // Only the native unit's links: no systemd-sysv-install (update-rc.d) for a unit that also
+    // has a SysV script (systemd ignores /etc/rc?.d when the native unit exists).
+    command.env.emplace_back("SYSTEMCTL_SKIP_SYSV", "1");
+  }
   auto result = RunChecked(runner_, command);
   if (!result) return Fail(result.error());
   return Ok();
@@ -107,12 +112,12 @@ Status SystemctlSystemd::DaemonReload() {
 
 Status SystemctlSystemd::Enable(const std::string& unit) {
   if (auto s = CheckUnit(unit); !s) return s;
-  return Systemctl({"enable", unit});
+  return Systemctl({"enable", "--no-reload", unit}, /*links_only=*/true);
 }
 
 Status SystemctlSystemd::Disable(const std::string& unit) {
   if (auto s = CheckUnit(unit); !s) return s;
-  return Systemctl({"disable", unit});
+  return Systemctl({"disable", "--no-reload", unit}, /*links_only=*/true);
 }
 
 Status SystemctlSystemd::StartNoBlock(const std::string& unit) {

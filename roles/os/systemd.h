@@ -16,6 +16,9 @@ class Systemd {
  public:
   virtual ~Systemd() = default;
   virtual Status DaemonReload() = 0;
+  /// Enable and Disable change the unit's links only: no implicit daemon-reload (a unit file
+  /// one-hpc writes is followed by its own DaemonReload; a link matters at the next boot, and
+  /// every unit is started or stopped explicitly) and no SysV script's rc.d links.
   virtual Status Enable(const std::string& unit) = 0;
   virtual Status Disable(const std::string& unit) = 0;
   /// systemctl --no-block start
@@ -38,9 +41,10 @@ class Systemd {
 };
 
 /// How long one systemctl call (daemon-reload, enable, disable, --no-block start/stop) may
-/// take. Not a network wait: long enough for a busy host. `systemctl enable` of a unit with a
-/// SysV script (munge) runs systemd-sysv-install and a daemon-reload; three workers booting
-/// together under TCG on 2 cores took more than 30 s for it (tests/vm/oneslurm_scenarios_test.sh).
+/// take. Not a network wait: long enough for a busy host: a daemon-reload took 3.6 s on an
+/// idle worker VM under TCG, and three workers booting together on 2 cores take several times
+/// that. (A plain `systemctl enable munge.service` runs systemd-sysv-install, perl's
+/// update-rc.d, and a daemon-reload: 14 s there; Enable skips both: 0.12 s.)
 inline constexpr Duration kSystemctlTimeout{120000};
 
 /// Runs systemctl through a ProcessRunner. With a root prefix other than "/", enable and
@@ -59,7 +63,8 @@ class SystemctlSystemd : public Systemd {
   std::string RecentLog(const std::string& unit, int lines) override;
 
  private:
-  Status Systemctl(std::vector<std::string> args);
+  /// links_only: SYSTEMCTL_SKIP_SYSV=1 in systemctl's environment (enable, disable).
+  Status Systemctl(std::vector<std::string> args, bool links_only = false);
   bool offline() const;
   ProcessRunner& runner_;
   std::string root_;

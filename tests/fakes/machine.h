@@ -53,11 +53,11 @@ class FakeMachine {
       return Exit(0);
     });
     runner.On({"systemctl", "enable"}, [this](const Command& c) {
-      Write(WantsLink(c.argv[2]), "enabled\n");
+      Write(WantsLink(c.argv.back()), "enabled\n");
       return Exit(0);
     });
     runner.On({"systemctl", "disable"}, [this](const Command& c) {
-      fs::remove(root + WantsLink(c.argv[2]));
+      fs::remove(root + WantsLink(c.argv.back()));
       return Exit(0);
     });
     runner.On({"hostname"}, [this](const Command& c) {

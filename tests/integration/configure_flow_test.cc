@@ -270,7 +270,7 @@ TEST_F(ConfigureFlowTest, ARoleChangeDisablesAndStopsTheOldRolesUnits) {
   runner_.On({"systemctl"}, [this](const Command& c) {
     if (c.argv.size() >= 3 && c.argv[1] == "enable") {
       std::filesystem::create_directories(root_ / "etc/systemd/system/multi-user.target.wants");
-      std::ofstream(root_ / "etc/systemd/system/multi-user.target.wants" / c.argv[2]) << "x";
+      std::ofstream(root_ / "etc/systemd/system/multi-user.target.wants" / c.argv.back()) << "x";
     }
     return ProcessResult{0, 0, false, "", ""};
   });
@@ -305,9 +305,10 @@ TEST_F(ConfigureFlowTest, ARoleChangeDisablesAndStopsTheOldRolesUnits) {
   auto has = [&](const std::string& c) {
     return std::find(cmds.begin(), cmds.end(), c) != cmds.end();
   };
-  EXPECT_TRUE(has("systemctl disable old-only.timer")) << ::testing::PrintToString(cmds);
+  EXPECT_TRUE(has("systemctl disable --no-reload old-only.timer"))
+      << ::testing::PrintToString(cmds);
   EXPECT_TRUE(has("systemctl --no-block stop old-only.timer")) << ::testing::PrintToString(cmds);
-  EXPECT_FALSE(has("systemctl disable shared.service"));
+  EXPECT_FALSE(has("systemctl disable --no-reload shared.service"));
   EXPECT_FALSE(has("systemctl --no-block stop shared.service"));
   record = nlohmann::json::parse(ReadRoot(kRoleRecordFile));
   EXPECT_EQ(record["role"], "now");
@@ -323,10 +324,10 @@ TEST_F(ConfigureFlowTest, APartTurnedOffDisablesAndStopsOnlyItsUnits) {
   runner_.On({"systemctl"}, [this](const Command& c) {
     if (c.argv.size() >= 3 && c.argv[1] == "enable") {
       std::filesystem::create_directories(root_ / "etc/systemd/system/multi-user.target.wants");
-      std::ofstream(root_ / "etc/systemd/system/multi-user.target.wants" / c.argv[2]) << "x";
+      std::ofstream(root_ / "etc/systemd/system/multi-user.target.wants" / c.argv.back()) << "x";
     }
     if (c.argv.size() >= 3 && c.argv[1] == "disable") {
-      std::filesystem::remove(root_ / "etc/systemd/system/multi-user.target.wants" / c.argv[2]);
+      std::filesystem::remove(root_ / "etc/systemd/system/multi-user.target.wants" / c.argv.back());
     }
     return ProcessResult{0, 0, false, "", ""};
   });
@@ -359,16 +360,18 @@ TEST_F(ConfigureFlowTest, APartTurnedOffDisablesAndStopsOnlyItsUnits) {
     return std::find(off.begin(), off.end(), c) != off.end();
   };
   for (const char* u : {"slurmdbd.service", "mariadb.service"}) {
-    EXPECT_TRUE(has(std::string("systemctl disable ") + u)) << ::testing::PrintToString(off);
+    EXPECT_TRUE(has(std::string("systemctl disable --no-reload ") + u))
+        << ::testing::PrintToString(off);
     EXPECT_TRUE(has(std::string("systemctl --no-block stop ") + u));
   }
-  EXPECT_FALSE(has("systemctl disable slurmctld.service"));
+  EXPECT_FALSE(has("systemctl disable --no-reload slurmctld.service"));
   EXPECT_EQ(nlohmann::json::parse(ReadRoot(kRoleRecordFile))["units"],
             nlohmann::json({"slurmctld.service"}));
   for (const auto& c : run()) EXPECT_EQ(c.find("disable"), std::string::npos) << c;
   units = {"slurmctld.service", "slurmdbd.service", "mariadb.service"};
   auto on = run();
-  EXPECT_NE(std::find(on.begin(), on.end(), "systemctl enable slurmdbd.service"), on.end())
+  EXPECT_NE(std::find(on.begin(), on.end(), "systemctl enable --no-reload slurmdbd.service"),
+            on.end())
       << ::testing::PrintToString(on);
 }
 

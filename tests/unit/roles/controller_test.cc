@@ -127,16 +127,16 @@ TEST_F(ControllerTest, FirstBoot) {
   // slurmctld checked with scontrol ping before anything is published.
   EXPECT_EQ(m_.Changes(), (std::vector<std::string>{
                               "hostname slurm-one-controller",
-                              "systemctl enable munge.service",
+                              "systemctl enable --no-reload munge.service",
                               "systemctl --no-block start munge.service",
                               "munge -n",
                               "unmunge",
-                              "systemctl enable slurmctld.service",
+                              "systemctl enable --no-reload slurmctld.service",
                               "systemctl --no-block start slurmctld.service",
                               "scontrol ping",
-                              "systemctl enable oneslurm-reconcile.timer",
+                              "systemctl enable --no-reload oneslurm-reconcile.timer",
                               "systemctl --no-block start oneslurm-reconcile.timer",
-                              "systemctl enable one-hpc-key-server.socket",
+                              "systemctl enable --no-reload one-hpc-key-server.socket",
                               "systemctl --no-block start one-hpc-key-server.socket",
                           }));
   // Neither the key nor its base64 ever reaches a command line or a child's stdin.

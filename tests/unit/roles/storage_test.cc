@@ -46,7 +46,7 @@ class StorageTest : public ::testing::Test {
     m_.runner.On({"exportfs"}, Exit(0));
     m_.runner.On({"systemctl", "daemon-reload"}, Exit(0));
     m_.runner.On({"systemctl", "enable"}, [this](const Command& c) {
-      const std::string& unit = c.argv[2];
+      const std::string& unit = c.argv.back();
       std::string target = unit.find(".timer") != std::string::npos   ? "timers.target"
                            : unit.find(".mount") != std::string::npos ? "local-fs.target"
                                                                       : "multi-user.target";
@@ -1186,7 +1186,7 @@ TEST_F(SquidTest, SiteProxyMeansNoSquidAndDisablesOurs) {
   vars_["ONEAPP_SOFTWARE_PROXY_URL"] = "http://squid.example.org:3128";
   auto r = MustConfigure();
   EXPECT_FALSE(m_.Exists(WantsSquid()));
-  EXPECT_TRUE(Ran("systemctl disable squid.service"));
+  EXPECT_TRUE(Ran("systemctl disable --no-reload squid.service"));
   EXPECT_TRUE(Ran("systemctl --no-block stop squid.service"));
   EXPECT_EQ(Parses(), 1);
   EXPECT_THAT(r.run->plan.Render(), HasSubstr("http://squid.example.org:3128"));
@@ -1200,7 +1200,7 @@ TEST_F(SquidTest, SiteProxyOnAFreshVmTouchesNoSquid) {
   MustConfigure();
   EXPECT_EQ(Parses(), 0);
   EXPECT_EQ(m_.Read(squid::kSquidConf), "# packaged squid.conf\nhttp_port 3128\n");
-  EXPECT_FALSE(Ran("systemctl disable squid.service"));
+  EXPECT_FALSE(Ran("systemctl disable --no-reload squid.service"));
   EXPECT_FALSE(Ran("systemctl --no-block stop squid.service"));
 }
 

@@ -30,13 +30,17 @@ TEST(SystemdTest, RuntimeOperationsUseTheExactArgv) {
   ASSERT_TRUE(systemd.RestartNoBlock("nfs-server.service"));
   ASSERT_TRUE(systemd.StopNoBlock("export-home.mount"));
   EXPECT_THAT(runner.Argvs(),
-              ElementsAre("systemctl daemon-reload", "systemctl enable munge.service",
-                          "systemctl disable slurmd.service",
+              ElementsAre("systemctl daemon-reload", "systemctl enable --no-reload munge.service",
+                          "systemctl disable --no-reload slurmd.service",
                           "systemctl --no-block start slurmctld.service",
                           "systemctl --no-block restart nfs-server.service",
                           "systemctl --no-block stop export-home.mount"));
   for (const auto& c : runner.commands()) {
     EXPECT_EQ(c.timeout, kSystemctlTimeout) << c.argv.back();
+    // enable and disable change links only: no systemd-sysv-install (perl's update-rc.d).
+    bool links = c.argv[1] == "enable" || c.argv[1] == "disable";
+    std::vector<std::pair<std::string, std::string>> skip_sysv = {{"SYSTEMCTL_SKIP_SYSV", "1"}};
+    EXPECT_EQ(c.env, links ? skip_sysv : decltype(c.env){}) << c.argv[1];
   }
 }
 
@@ -45,7 +49,7 @@ TEST(SystemdTest, RootSlashIsTheRunningSystem) {
   SystemctlSystemd systemd(runner, "/");
   ASSERT_TRUE(systemd.Enable("munge.service"));
   ASSERT_TRUE(systemd.StartNoBlock("munge.service"));
-  EXPECT_THAT(runner.Argvs(), ElementsAre("systemctl enable munge.service",
+  EXPECT_THAT(runner.Argvs(), ElementsAre("systemctl enable --no-reload munge.service",
                                           "systemctl --no-block start munge.service"));
 }
 
@@ -65,9 +69,10 @@ TEST(SystemdTest, FailureCarriesArgvAndStderr) {
   auto s = systemd.Enable("x.service");
   ASSERT_FALSE(s);
   EXPECT_EQ(s.error().kind, ErrorKind::kProcess);
-  EXPECT_EQ(s.error().message,
-            "systemctl enable x.service exited with code 1: Failed to enable unit: Unit file "
-            "x.service does not exist.");
+  EXPECT_EQ(
+      s.error().message,
+      "systemctl enable --no-reload x.service exited with code 1: Failed to enable unit: Unit file "
+      "x.service does not exist.");
 }
 
 TEST(SystemdTest, StartFailureAndTimeoutAreErrors) {
@@ -144,8 +149,9 @@ TEST(SystemdTest, OfflineRootEnablesWithRootAndRefusesRuntimeOperations) {
   SystemctlSystemd systemd(runner, "/srv/image");
   ASSERT_TRUE(systemd.Enable("munge.service"));
   ASSERT_TRUE(systemd.Disable("slurmd.service"));
-  EXPECT_THAT(runner.Argvs(), ElementsAre("systemctl --root=/srv/image enable munge.service",
-                                          "systemctl --root=/srv/image disable slurmd.service"));
+  EXPECT_THAT(runner.Argvs(),
+              ElementsAre("systemctl --root=/srv/image enable --no-reload munge.service",
+                          "systemctl --root=/srv/image disable --no-reload slurmd.service"));
   auto reload = systemd.DaemonReload();
   ASSERT_FALSE(reload);
   EXPECT_EQ(reload.error().kind, ErrorKind::kInvalidInput);
