@@ -98,10 +98,10 @@ Result<std::string> ReadLineUntil(int fd, size_t max_bytes, Steady::time_point e
 
 }  // namespace
 
-Result<std::string> TcpLineExchange::Exchange(const std::string& ipv4, int port,
-                                              const std::string& line, Duration timeout,
-                                              size_t max_bytes) {
-  const auto end = Steady::now() + timeout;
+namespace {
+
+// Connects the non-blocking socket `fd` to `ipv4`:`port` by `end`.
+Status ConnectUntil(const Fd& fd, const std::string& ipv4, int port, Steady::time_point end) {
   const std::string where = ipv4 + ":" + std::to_string(port);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -109,7 +109,6 @@ Result<std::string> TcpLineExchange::Exchange(const std::string& ipv4, int port,
   if (::inet_pton(AF_INET, ipv4.c_str(), &addr.sin_addr) != 1) {
     return Fail(ErrorKind::kInvalidInput, "'" + ipv4 + "' is not an IPv4 address");
   }
-  Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (fd.get() < 0) return Fail(ErrorKind::kNetwork, Errno("socket"));
   if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
     if (errno != EINPROGRESS) return Fail(ErrorKind::kNetwork, Errno("connect to " + where));
@@ -124,6 +123,23 @@ Result<std::string> TcpLineExchange::Exchange(const std::string& ipv4, int port,
       return Fail(ErrorKind::kNetwork, Errno("connect to " + where));
     }
   }
+  return Ok();
+}
+
+}  // namespace
+
+Status TcpLineExchange::Listening(const std::string& ipv4, int port, Duration timeout) {
+  Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  return ConnectUntil(fd, ipv4, port, Steady::now() + timeout);
+}
+
+Result<std::string> TcpLineExchange::Exchange(const std::string& ipv4, int port,
+                                              const std::string& line, Duration timeout,
+                                              size_t max_bytes) {
+  const auto end = Steady::now() + timeout;
+  const std::string where = ipv4 + ":" + std::to_string(port);
+  Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (auto s = ConnectUntil(fd, ipv4, port, end); !s) return Fail(s.error());
   if (auto s = WriteUntil(fd.get(), line + "\n", end); !s) {
     return Fail(s.error().WithContext(where));
   }

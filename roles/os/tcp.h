@@ -20,12 +20,16 @@ class LineExchange {
   /// `max_bytes`) and closes; the whole exchange within `timeout`. kNetwork on any failure.
   virtual Result<std::string> Exchange(const std::string& ipv4, int port, const std::string& line,
                                        Duration timeout, size_t max_bytes) = 0;
+  /// Connects to `ipv4`:`port` within `timeout` and closes, sending nothing: Ok when something
+  /// listens there, kNetwork otherwise.
+  virtual Status Listening(const std::string& ipv4, int port, Duration timeout) = 0;
 };
 
 class TcpLineExchange : public LineExchange {
  public:
   Result<std::string> Exchange(const std::string& ipv4, int port, const std::string& line,
                                Duration timeout, size_t max_bytes) override;
+  Status Listening(const std::string& ipv4, int port, Duration timeout) override;
 };
 
 /// The IPv4 address of the peer of a connected socket (an IPv4-mapped IPv6 peer gives its

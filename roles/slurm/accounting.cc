@@ -30,6 +30,7 @@ constexpr char kSlurmdbdUnit[] = "slurmdbd.service";
 constexpr char kSlurmdbdConf[] = "/etc/slurm/slurmdbd.conf";
 constexpr char kAccountingDb[] = "slurm_acct_db";
 constexpr Duration kDaemonTimeout{90000};
+constexpr int kSlurmdbdPort = 6819;
 const FileOwner kSlurmOwner{"slurm", "slurm"};
 
 // Runs SQL through the mariadb client as root (unix socket); the text goes on stdin, so a
@@ -59,7 +60,9 @@ std::string RenderSlurmdbdConf(const std::string& password, const std::string& b
          " every 30 minutes.\n"
          "AuthType=auth/munge\n"
          "DbdHost=localhost\n"
-         "DbdPort=6819\n"
+         "DbdPort=" +
+         std::to_string(kSlurmdbdPort) +
+         "\n"
          "SlurmUser=slurm\n"
          "PidFile=/run/slurmdbd.pid\n"
          "StorageType=accounting_storage/mysql\n"
@@ -399,6 +402,27 @@ Status EnsureAccountingDumps(RoleEnv& env) {
                            "a database lost or emptied is restored from the newest dump");
 }
 
+// slurmdbd opens its port once its database is ready (at its first start it makes the
+// tables first). slurmctld must not start before: without its state files and without an
+// answering slurmdbd it exits at once ("fatal: You are running with a database but for some
+// reason we have no TRES from it", seen on a VM under TCG when slurmctld started 1 s after
+// slurmdbd). "active" is not enough: slurmdbd's unit is active as soon as it runs.
+Status WaitSlurmdbdListening(RoleEnv& env) {
+  if (env.exchange == nullptr) return Ok();
+  const std::string where = "127.0.0.1:" + std::to_string(kSlurmdbdPort);
+  auto open = Retry<bool>(
+      RetryPolicy::Until(kDaemonTimeout), env.clock, "waiting for slurmdbd to listen on " + where,
+      [](const Error&) { return true; },
+      [&]() -> Result<bool> {
+        if (auto s = env.exchange->Listening("127.0.0.1", kSlurmdbdPort, Duration(2000)); !s) {
+          return Fail(s.error());
+        }
+        return true;
+      });
+  if (!open) return Fail(open.error().WithContext("slurmdbd does not listen on " + where));
+  return Ok();
+}
+
 // MariaDB, the accounting database and its user, the restore of the newest complete dump
 // into an empty database (a replaced portal), then slurmdbd.
 Status SetUpAccounting(RoleEnv& env, const std::string& backup_dir) {
@@ -501,6 +525,7 @@ Status SetUpAccounting(RoleEnv& env, const std::string& backup_dir) {
   }
   if (!env.plan.dry_run()) {
     if (auto w = env.systemd.WaitActive(kSlurmdbdUnit, kDaemonTimeout, env.clock); !w) return w;
+    if (auto w = WaitSlurmdbdListening(env); !w) return w;
   }
   return Ok();
 }

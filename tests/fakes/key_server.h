@@ -72,6 +72,15 @@ class FakeKeyServer : public LineExchange {
     return last_answer;
   }
 
+  /// The key server's port listens unless `down`.
+  Status Listening(const std::string& ipv4, int port, Duration) override {
+    if (down || ipv4 != addr_ || port != slurm::kKeyServerPort) {
+      return Fail(ErrorKind::kNetwork,
+                  "connect to " + ipv4 + ":" + std::to_string(port) + ": Connection refused");
+    }
+    return Ok();
+  }
+
   int requests = 0;
   bool down = false;
   int refuse_first = 0;  ///< the first requests find no server

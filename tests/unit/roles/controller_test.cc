@@ -43,8 +43,9 @@ class ControllerTest : public ::testing::Test {
     vars_ = {
         {"ETH0_IP", "10.0.0.5"}, {"ETH0_MASK", "255.255.255.0"}, {"VMID", std::to_string(vm_.id)}};
   }
-  std::unique_ptr<RoleRun> Configure(PlanMode mode = PlanMode::kApply) {
-    auto run = std::make_unique<RoleRun>(m_, *role_, vars_, onegate_.get(), mode);
+  std::unique_ptr<RoleRun> Configure(PlanMode mode = PlanMode::kApply,
+                                     LineExchange* exchange = nullptr) {
+    auto run = std::make_unique<RoleRun>(m_, *role_, vars_, onegate_.get(), mode, exchange);
     auto s = role_->Configure(*run->env);
     EXPECT_TRUE(s) << (s ? "" : s.error().message) << "\n" << run->plan.Render();
     return run;
@@ -204,8 +205,25 @@ TEST_F(ControllerTest, AccountingIsOffByDefaultAndTheSameAsThePortalsWhenOn) {
     }
     return Exit(0, "");
   });
+  // slurmdbd's port refuses twice (its first start makes the tables), then listens.
+  struct SlurmdbdPort : LineExchange {
+    Result<std::string> Exchange(const std::string&, int, const std::string&, Duration,
+                                 size_t) override {
+      return Fail(ErrorKind::kNetwork, "not the key server");
+    }
+    Status Listening(const std::string& ipv4, int port, Duration) override {
+      asked.push_back(ipv4 + ":" + std::to_string(port));
+      if (asked.size() <= 2) return Fail(ErrorKind::kNetwork, "Connection refused");
+      return Ok();
+    }
+    std::vector<std::string> asked;
+  } slurmdbd_port;
   log::Capture logs;
-  auto on = Configure();
+  auto on = Configure(PlanMode::kApply, &slurmdbd_port);
+  // slurmctld (re)starts only once slurmdbd listens: without its state files and without an
+  // answering slurmdbd it would exit.
+  EXPECT_EQ(slurmdbd_port.asked, std::vector<std::string>(3, "127.0.0.1:6819"));
+  EXPECT_TRUE(logs.Contains("waiting for slurmdbd to listen on 127.0.0.1:6819"));
   auto changes = on->Changes();
   auto at = [&](const std::string& what) {
     return std::find(changes.begin(), changes.end(), what) - changes.begin();

@@ -87,5 +87,34 @@ TEST(TcpTest, EveryFailureIsBoundedAndNamed) {
   EXPECT_FALSE(PeerIpv4(0 /* a pipe or terminal in tests, never a socket */ + 1000));
 }
 
+// Listening: a connect and a close, nothing sent (slurmdbd's port before slurmctld starts).
+TEST(TcpTest, ListeningConnectsAndSendsNothing) {
+  TcpLineExchange tcp;
+  Listener open;
+  std::string sent = "?";
+  std::thread server([&] {
+    int c = ::accept(open.fd, nullptr, nullptr);
+    char buf[16];
+    ssize_t n = ::read(c, buf, sizeof buf);  // 0: closed without a byte
+    sent = std::string(buf, n > 0 ? static_cast<size_t>(n) : 0);
+    ::close(c);
+  });
+  EXPECT_TRUE(tcp.Listening("127.0.0.1", open.port, Duration(2000)));
+  server.join();
+  EXPECT_EQ(sent, "");
+
+  Listener closed;
+  int port = closed.port;
+  ::close(closed.fd);
+  closed.fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  auto refused = tcp.Listening("127.0.0.1", port, Duration(2000));
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().kind, ErrorKind::kNetwork);
+  EXPECT_NE(refused.error().message.find("connect to 127.0.0.1:" + std::to_string(port)),
+            std::string::npos)
+      << refused.error().message;
+  EXPECT_EQ(tcp.Listening("not-an-ip", 1, Duration(100)).error().kind, ErrorKind::kInvalidInput);
+}
+
 }  // namespace
 }  // namespace onehpc
