@@ -374,11 +374,15 @@ vm_ssh() {  # vm_ssh NAME COMMAND...   (one string is best: ssh joins its argume
 
 # vm_host_name NAME: the VM's short host name (a worker's Slurm node name), asked until SSH
 # answers (a VM just READY may still refuse a connection; an empty name would make every later
-# check on it fail). Prints "" after 10 tries.
+# check on it fail). Prints "" after 180 s (sshd makes its host keys at the first boot: slow
+# when many VMs share 2 cores under TCG).
 vm_host_name() {
-    local n="" try
-    for try in 1 2 3 4 5 6 7 8 9 10; do
+    local n="" try=0 t0
+    t0=$(date +%s)
+    while :; do
         n=$(vm_ssh "$1" 'hostname -s' 2>/dev/null) && [ -n "$n" ] && break
+        try=$((try + 1))
+        [ $(( $(date +%s) - t0 )) -lt 180 ] || break
         log "no host name from $1 yet (try $try)" >&2; sleep 3
     done
     echo "$n"
