@@ -5,7 +5,8 @@
 #
 # Scenarios (issue 12), in this order, each a PASS/FAIL line:
 #   8. a storage VM whose second disk is ext4 labelled `data` stops with the ERROR naming the
-#      device and its content; the disk's bytes are unchanged (sha256 before and after);
+#      device and its content; the disk's bytes are unchanged (sha256 before and after); it
+#      boots beside the storage VM of 6;
 #   6. a storage VM with a blank second disk formats it `ood-home`, mounts it at /export/home
 #      and exports it with the kernel NFS server; the portal and 2 workers mount /home, the
 #      Slurm state (portal) and the software export over NFS; `one-hpc home-create alice`, then
@@ -57,6 +58,9 @@ tree_sums() {  # tree_sums NAME DIR: sha256 and path of every file under DIR, so
 }
 
 # ---- 8. a foreign filesystem on the second disk: ERROR, nothing written -------------------------
+# The refused storage VM boots beside the storage VM of scenario 6 (a VM of its own, another
+# address; nothing in the storage role looks at other storage VMs) and is checked once that
+# one is READY.
 data_disk=$work/data.raw
 mkdir -p "$work/data-files"
 echo "a site's data that one-hpc must not touch" > "$work/data-files/keep.txt"
@@ -66,9 +70,15 @@ data_sum=$(sha256sum < "$data_disk" | cut -d' ' -f1)
 vm_new foreign open-ondemand storage "$FOREIGN_IP" || vm_report
 log "booting foreign (storage, VM ${vm_id[foreign]}) with an ext4 'data' disk"
 vm_boot foreign 1024 "$data_disk"
+
+# ---- 6. storage formats a blank disk; portal and workers on NFS; alice's job on both workers -----
+home_disk=$work/home.raw
+truncate -s 2G "$home_disk"
+vm_start storage open-ondemand storage "$STO_IP" 1024 "$home_disk" || vm_report
+
 why=$(vm_wait_ready foreign "$ready_timeout"); rc=$?
 if [ "$rc" = 1 ] && grep -q '/dev/vdb' <<<"$why" && grep -q 'ext4' <<<"$why" && grep -q "data" <<<"$why"; then
-    pass "storage with an ext4 'data' disk stops with an ERROR naming /dev/vdb and its content ($(secs_since_ms "${boot_ms[foreign]}") s): ${why#ERROR=}"
+    pass "storage with an ext4 'data' disk stops with an ERROR naming /dev/vdb and its content: ${why#ERROR=}"
 else
     fail "storage with an ext4 'data' disk stops with an ERROR naming /dev/vdb and its content" \
         "rc=$rc: $why"
@@ -87,10 +97,7 @@ else
     fail "the 'data' disk's bytes are unchanged" "sha256 before $data_sum, after $(sha256sum < "$data_disk")"
 fi
 
-# ---- 6. storage formats a blank disk; portal and workers on NFS; alice's job on both workers -----
-home_disk=$work/home.raw
-truncate -s 2G "$home_disk"
-vm_start storage open-ondemand storage "$STO_IP" 1024 "$home_disk" || vm_report
+# ---- 6 (continued). the blank disk formatted and exported; portal and workers on NFS -----------
 out=$(vm_ssh storage 'blkid -o export /dev/vdb; findmnt -rn -o SOURCE,FSTYPE /export/home; systemctl is-active nfs-server.service; exportfs -s')
 if grep -q '^LABEL=ood-home$' <<<"$out" && grep -q '^/dev/vdb ' <<<"$out" && grep -qx active <<<"$out" &&
    grep -q "^/export/home  *$NET.0/24(" <<<"$out"; then
