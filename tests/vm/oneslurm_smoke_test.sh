@@ -196,9 +196,7 @@ hard_kill() {
     log "reconcile timer: last run at ${timing% *} us, now ${timing#* } s; killing $victim in $delay s"
     sleep "$delay"
     log "SIGKILL to $victim's qemu (no shutdown); the VM leaves the service in the simulator"
-    kill -KILL "${qemu_pid[$victim]}"
-    wait "${qemu_pid[$victim]}" 2>/dev/null
-    vm_forget "$victim"
+    vm_forget "$victim"  # SIGKILL, then its disk overlay removed
     kill_ms=$(now_ms)
     sim POST "/_sim/vms/${vm_id[$victim]}/terminate" '{"hard":true}' >/dev/null
     drained=no seen_states=""

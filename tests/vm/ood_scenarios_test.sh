@@ -76,6 +76,7 @@ home_disk=$work/home.raw
 truncate -s 2G "$home_disk"
 vm_start storage open-ondemand storage "$STO_IP" 1024 "$home_disk" || vm_report
 
+# ---- 8 (continued). the refused storage VM, checked once scenario 6's storage VM is READY --------
 why=$(vm_wait_ready foreign "$ready_timeout"); rc=$?
 if [ "$rc" = 1 ] && grep -q '/dev/vdb' <<<"$why" && grep -q 'ext4' <<<"$why" && grep -q "data" <<<"$why"; then
     pass "storage with an ext4 'data' disk stops with an ERROR naming /dev/vdb and its content: ${why#ERROR=}"
