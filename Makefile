@@ -22,11 +22,12 @@ DEPS_BUILD := cmake g++ make pkg-config libcurl4-openssl-dev libssl-dev nlohmann
   clang-format
 DEPS_TEST := util-linux e2fsprogs xfsprogs dosfstools fdisk cryptsetup-bin lvm2 systemd \
   iproute2 procps nfs-kernel-server python3 python3-jsonschema shellcheck packer openssh-client \
-  mariadb-server mariadb-client squid lintian man-db apache2 libapache2-mod-authnz-external pwauth curl
+  mariadb-server mariadb-client squid lintian man-db apache2 libapache2-mod-authnz-external pwauth curl \
+  jq
 DEPS_LAB := systemd-container debootstrap munge slurmctld slurmd slurm-client
 DEPS := $(DEPS_BUILD) $(DEPS_TEST) $(DEPS_LAB)
 
-.PHONY: all deps build build-asan build-fuzz test test-unit test-vm test-asan test-fuzz package demo bench clean
+.PHONY: all deps build build-product build-asan build-fuzz test test-unit test-vm test-asan test-fuzz package demo bench clean
 
 all: build
 
@@ -44,27 +45,38 @@ deps:
 	  rc=$$?; if [ -n "$$policy" ]; then rm -f $$policy; fi; exit $$rc; \
 	else echo "all build and test packages are installed"; fi
 
+# The normal build. `package` runs cpack alone (CMAKE_SKIP_INSTALL_ALL_DEPENDENCY): the
+# targets the .deb installs are built first by whoever asks for it (build, build-product).
+CONFIGURE := cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_SKIP_INSTALL_ALL_DEPENDENCY=ON $(LAUNCHER) >/dev/null
 build:
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(LAUNCHER) >/dev/null
+	$(CONFIGURE)
 	cmake --build $(BUILD) -j$(JOBS)
+
+# What the lab and VM tests use from the normal build: the program, the OneGate simulator, the
+# portal generator's stand-in and the .deb; not the test programs (they run under ASan).
+PRODUCT_TARGETS := one-hpc onegate-sim ood-portal-generator-standin package_doc
+build-product:
+	$(CONFIGURE)
+	cmake --build $(BUILD) -j$(JOBS) --target $(PRODUCT_TARGETS)
+	cmake --build $(BUILD) --target package >/dev/null
 
 build-asan:
 	cmake -S . -B $(BUILD_ASAN) -DCMAKE_BUILD_TYPE=Debug -DONEHPC_SANITIZE=address $(LAUNCHER) >/dev/null
 	cmake --build $(BUILD_ASAN) -j$(JOBS) --target unit_tests integration_tests one-hpc
 
+# Only the fuzz targets (they link common/ and context/ alone).
 build-fuzz:
 	CC=clang CXX=clang++ cmake -S . -B $(BUILD_FUZZ) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DONEHPC_SANITIZE=fuzzer -DONEHPC_FUZZ_SECONDS=$(FUZZ_SECONDS) $(LAUNCHER) >/dev/null
-	cmake --build $(BUILD_FUZZ) -j$(JOBS)
+	cmake --build $(BUILD_FUZZ) -j$(JOBS) --target fuzz_targets
 
-# The whole suite: unit + integration + lab + the VM smoke (tests/vm, real VMs; the image tools
-# come from image-deps) on the normal build, unit + integration under ASan/UBSan, and every
-# fuzz target for FUZZ_SECONDS.
-test: deps image-deps build build-asan build-fuzz
-	ctest --test-dir $(BUILD) --output-on-failure -L '^(unit|integration|lab|vm-smoke)$$'
-	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-	  ctest --test-dir $(BUILD_ASAN) --output-on-failure -L 'unit|integration'
-	ctest --test-dir $(BUILD_FUZZ) --output-on-failure -L fuzz
+# The whole suite (tests/suite.sh says how it is scheduled on 2 cores): unit + integration
+# under ASan/UBSan, every fuzz target for FUZZ_SECONDS, the container lab and the VM smoke
+# (tests/vm, real VMs; the image tools come from image-deps) on the normal build. At the end:
+# the time of each phase, every skipped test with its reason, and the counts.
+test: deps image-deps
+	BUILD=$(BUILD) BUILD_ASAN=$(BUILD_ASAN) BUILD_FUZZ=$(BUILD_FUZZ) bash tests/suite.sh
 
 test-unit: build
 	ctest --test-dir $(BUILD) --output-on-failure -L unit
@@ -84,19 +96,17 @@ package: build
 # --demo): a service with a controller and 2 workers, sinfo, srun, scale-up, graceful scale-down,
 # hard removal and the reconciler; everything is removed at the end. Needs root.
 LAB_CACHE ?= /var/cache/one-hpc-bootlab
-demo:
+demo: deps
 	@if [ "$$(id -u)" != 0 ]; then \
 	  echo "make demo boots containers (systemd-nspawn) and a bridge: it needs root. Run: sudo make demo"; exit 1; fi
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(LAUNCHER) >/dev/null
-	cmake --build $(BUILD) -j$(JOBS) --target one-hpc onegate-sim
-	cmake --build $(BUILD) --target package >/dev/null
+	$(MAKE) --no-print-directory build-product
 	BOOTLAB_CACHE=$(LAB_CACHE) ONEHPC_BINARY_DIR=$(abspath $(BUILD)) \
 	  bash tests/lab/lab_lifecycle_test.sh --demo
 
 # Reconcile cost with 10, 100 and 1000 simulated workers (tests/bench/reconcile_bench.sh). Root.
 bench:
 	@if [ "$$(id -u)" != 0 ]; then echo "make bench runs slurmctld in a network namespace: it needs root"; exit 1; fi
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(LAUNCHER) >/dev/null
+	$(CONFIGURE)
 	cmake --build $(BUILD) -j$(JOBS) --target one-hpc onegate-sim
 	ONEHPC_BINARY_DIR=$(abspath $(BUILD)) bash tests/bench/reconcile_bench.sh
 

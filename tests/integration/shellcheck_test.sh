@@ -1,6 +1,6 @@
 #!/bin/bash
-# Runs `shellcheck -x` over every shell script outside the C++ tree: the lab tests and their
-# libraries, the benchmark, the Debian maintainer scripts, image-build/ and these integration
+# Runs `shellcheck -x` over every shell script outside the C++ tree: the suite's driver, the lab
+# and VM tests and their libraries, the benchmark, the Debian maintainer scripts, image-build/ and these integration
 # tests. One PASS/FAIL per file. shellcheck is a test dependency (the Makefile's DEPS_TEST):
 # missing fails.
 set -uo pipefail
@@ -15,7 +15,7 @@ if ! command -v shellcheck >/dev/null; then
     finish
 fi
 
-scripts=("$SRC"/tests/lab/*.sh "$SRC"/tests/bench/*.sh
+scripts=("$SRC"/tests/*.sh "$SRC"/tests/lab/*.sh "$SRC"/tests/vm/*.sh "$SRC"/tests/bench/*.sh
          "$SRC"/install/debian/preinst "$SRC"/install/debian/postinst
          "$SRC"/install/debian/prerm "$SRC"/install/debian/postrm
          "$SRC"/image-build/*.sh "$SRC"/image-build/base/context-lite

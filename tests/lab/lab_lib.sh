@@ -56,6 +56,19 @@ deb_fingerprint() {
       dpkg-deb --contents "$1" | awk '{print $1, $2, $3, $6}'; } | sha256sum | cut -d' ' -f1
 }
 
+# build_role_layer SET: the layer appliance-SET (install-appliance.sh --role-packages SET over
+# the template), cached while the script is the same. It does not depend on the product, so
+# tests/lab/lab_prepare.sh builds it while the program compiles.
+build_role_layer() {
+    local set=$1 sum
+    sum=$(sha256sum "$SRC/image-build/install-appliance.sh" | cut -d' ' -f1)
+    # shellcheck disable=SC2016  # $1 of the inner shell
+    bl_layer_build "appliance-$set" "" "install-appliance.sh $sum --role-packages $set" \
+        --bind-ro="$SRC/image-build:/run/bootlab-src" -- \
+        sh -c '/run/bootlab-src/install-appliance.sh --role-packages "$1" &&
+               apt-get clean && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin' sh "$set"
+}
+
 # Layers, per role-package set SET (slurm, the default, or ood): appliance-SET =
 # install-appliance.sh --role-packages SET; on top, the product layer (one-hpc for slurm,
 # one-hpc-SET otherwise) = install-appliance.sh --deb (or the development fallback). Keyed by
@@ -68,11 +81,7 @@ build_layers() {
     [ "$set" = slurm ] || top=one-hpc-$set
     sum=$(sha256sum "$script" | cut -d' ' -f1)
     t0=$(_bl_now)
-    # shellcheck disable=SC2016  # $1 of the inner shell
-    bl_layer_build "$base" "" "install-appliance.sh $sum --role-packages $set" \
-        --bind-ro="$SRC/image-build:/run/bootlab-src" -- \
-        sh -c '/run/bootlab-src/install-appliance.sh --role-packages "$1" &&
-               apt-get clean && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin' sh "$set" || return 1
+    build_role_layer "$set" || return 1
     timing "layer $base ($BL_LAYER_RESULT)" "$(_bl_dt "$t0" "$(_bl_now)")"
     t0=$(_bl_now)
     if [ -n "$DEB" ]; then

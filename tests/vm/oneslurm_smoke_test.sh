@@ -111,6 +111,7 @@ if grep -q '^exit=0$' <<<"$out"; then pass "one-hpc rotate-munge-key on the cont
     fail "one-hpc rotate-munge-key on the controller" "$(tail -n 8 <<<"$out")"
 fi
 ckey=$(ctl 'sha256sum /etc/munge/munge.key' | cut -d' ' -f1)
+# shellcheck disable=SC2317  # called through wait_until
 same_key() { [ "$(vm_ssh "$1" 'sha256sum /etc/munge/munge.key' 2>/dev/null | cut -d' ' -f1)" = "$ckey" ]; }
 for w in worker1 worker2; do
     if wait_until 100 same_key "$w"; then pass "$w has the rotated key ${waited} s after the rotation (its follow timer)"; else
@@ -120,6 +121,7 @@ done
 if [ -n "$old_cred" ] && ! ctl "unmunge <<< '$old_cred'" >/dev/null 2>&1; then
     pass "the controller refuses a credential made with the old key"
 else fail "the controller refuses a credential made with the old key" "credential: ${old_cred:0:20}..."; fi
+# shellcheck disable=SC2317  # called through wait_until
 node_idle() { [ "$(ctl sinfo -h -N -n "${wnode[$1]}" -o %t 2>/dev/null | head -n1)" = idle ]; }
 wait_until 90 node_idle worker1; wait_until 90 node_idle worker2
 out=$(ctl timeout 100 srun -N2 hostname 2>&1 | sort)

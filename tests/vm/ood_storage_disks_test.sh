@@ -55,9 +55,10 @@ blank_sum=$(sum "$home_disk")
 if vm_attach_disk late "$scratch_disk" && vm_attach_disk late "$home_disk"; then
     pass "a volatile and a persistent blank disk are hot-plugged (qemu monitor)"
 else fail "a volatile and a persistent blank disk are hot-plugged (qemu monitor)"; vm_report; fi
-vm_sim_disk late '{"TARGET":"vdb","TYPE":"fs","SIZE":"1024"}' &&
-    vm_sim_disk late '{"TARGET":"vdc","IMAGE":"ood-home","PERSISTENT":"YES","TYPE":"FILE","SIZE":"1024"}' ||
+if ! { vm_sim_disk late '{"TARGET":"vdb","TYPE":"fs","SIZE":"1024"}' &&
+       vm_sim_disk late '{"TARGET":"vdc","IMAGE":"ood-home","PERSISTENT":"YES","TYPE":"FILE","SIZE":"1024"}'; }; then
     fail "the simulator lists the attached disks"
+fi
 wait_until 60 vm_ssh late 'test -b /dev/vdb && test -b /dev/vdc' || fail "the guest sees /dev/vdb and /dev/vdc within 60 s"
 out=$(vm_ssh late 'one-hpc configure 2>&1; echo "rc=$?"; findmnt -rn -o SOURCE /export/home; ls /export/home')
 why=$(sim GET "/_sim/vms/${vm_id[late]}/user_template" | json_get 'd.get("ERROR", "")')
