@@ -6,9 +6,10 @@
 #                               and role-package layers, the VM base image and the OneSlurm
 #                               packages layer (the archive and dpkg, one TCG build VM)
 #   1 build-product             the program, the simulator, the stand-in generator, the .deb
-#   background stream "vm+lab"  the .deb's checks (label package), the VM smoke (label
-#                               vm-smoke, one vCPU per VM), then the container lab (label
-#                               lab): mostly waiting on lintian, VMs and timers
+#   background stream "vm+lab"  the .deb's checks (label package), the container lab (label
+#                               lab), then the VM smoke (label vm-smoke, one vCPU per VM; by
+#                               then its packages layer is ready): mostly waiting on lintian,
+#                               containers, VMs and timers
 #   2 build-asan, build-fuzz    compiled meanwhile
 #   3 asan tests, fuzz tests    unit + integration under ASan/UBSan, every fuzz target
 #   end                         waits for the stream; prints every phase's time, every skipped
@@ -80,8 +81,8 @@ prepare() {
 vm_and_lab() {
     local rc=0
     ctest_run "$BUILD" package -L '^package$' || rc=1
-    ctest_run "$BUILD" vm-smoke -L '^vm-smoke$' || rc=1
     ctest_run "$BUILD" lab -L '^lab$' || rc=1
+    ctest_run "$BUILD" vm-smoke -L '^vm-smoke$' || rc=1
     return "$rc"
 }
 
