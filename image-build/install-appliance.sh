@@ -148,6 +148,20 @@ if [ -n "$packages" ] || [ -n "$deb" ]; then
     fi
 fi
 
+# ---- what the image is, for the portal (roles/ood/portal_web.h): Open OnDemand is not installed
+# by these steps, so an image with the Open OnDemand roles says it has none, and a portal
+# booted from it says so instead of serving nothing in silence.
+if [ "$role_packages" = ood ] || [ "$role_packages" = all ]; then
+    mkdir -p /etc/one-hpc
+    info='{"open_ondemand": false, "variant": "without Open OnDemand"}'
+    if [ "$(cat /etc/one-hpc/image.json 2>/dev/null)" != "$info" ]; then
+        log "/etc/one-hpc/image.json: without Open OnDemand"
+        printf '%s\n' "$info" > /etc/one-hpc/image.json.tmp
+        chmod 0644 /etc/one-hpc/image.json.tmp
+        mv /etc/one-hpc/image.json.tmp /etc/one-hpc/image.json
+    fi
+fi
+
 # ---- pwauth checks any local user's password as root: only Apache (group www-data) may run
 # it, so that no local user can use it to guess another's password. A statoverride survives
 # upgrades of the package.

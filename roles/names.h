@@ -116,6 +116,18 @@ inline constexpr char kWorkerRole[] = "ood-worker";
 
 /// Portal -> every VM: "name:uid,..." of the local users (never passwords), or "none".
 inline constexpr char kAttrUserTable[] = "OOD_USERS";
+/// Portal -> the operator: the portal's address (https://NAME/) when Open OnDemand serves it.
+inline constexpr char kAttrPortalUrl[] = "OOD_URL";
+/// Portal -> the operator: "installed", or why there is no web portal ("absent: ...").
+inline constexpr char kAttrOpenOnDemand[] = "OOD_PORTAL";
+
+// ---- Open OnDemand in the image
+
+/// What the image build put in the image (install-appliance.sh): {"open_ondemand": true|false,
+/// "variant": "..."}. An image that says true must have Open OnDemand.
+inline constexpr char kImageInfoFile[] = "/etc/one-hpc/image.json";
+/// Open OnDemand's portal generator: reads ood_portal.yml, writes Apache's virtual host.
+inline constexpr char kUpdateOodPortal[] = "/opt/ood/ood-portal-generator/sbin/update_ood_portal";
 
 // ---- NFS exports of the storage VM, and where the portal and workers mount them
 

@@ -35,6 +35,13 @@ void Plan::Keep(const std::string& what, const std::string& why) {
   actions_.push_back({what, why, PlannedAction::Outcome::kKept});
 }
 
+bool Plan::ChangedSince(size_t mark) const {
+  for (size_t i = mark; i < actions_.size(); ++i) {
+    if (actions_[i].outcome != PlannedAction::Outcome::kKept) return true;
+  }
+  return false;
+}
+
 std::string Plan::Render() const {
   std::string out;
   int n = 0;

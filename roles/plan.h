@@ -4,6 +4,7 @@
 #ifndef ONEHPC_ROLES_PLAN_H_
 #define ONEHPC_ROLES_PLAN_H_
 
+#include <cstddef>
 #include <functional>
 #include <string>
 #include <vector>
@@ -36,6 +37,11 @@ class Plan {
   void Keep(const std::string& what, const std::string& why);
 
   const std::vector<PlannedAction>& actions() const { return actions_; }
+  /// A point in the plan, for ChangedSince.
+  size_t Mark() const { return actions_.size(); }
+  /// Whether an action after `mark` changed something (or, in a dry run, would): what a
+  /// daemon serves changed, so it must be restarted.
+  bool ChangedSince(size_t mark) const;
   /// Numbered, human-readable list: "1. write /etc/hosts\n   because: ...".
   std::string Render() const;
 

@@ -13,6 +13,7 @@
 #include "roles/ood/interactive_apps.h"
 #include "roles/ood/ood_yaml.h"
 #include "roles/ood/portal_login.h"
+#include "roles/ood/portal_web.h"
 #include "roles/ood/settings.h"
 #include "roles/ood/users.h"
 #include "roles/slurm/accounting.h"
@@ -73,15 +74,19 @@ class PortalRole : public Role {
 
     auto key = SetUpSlurm(env, *in);
     if (!key) return Fail(key.error());
-    // ---- the web front: the certificate (kept on the state export) and the login
+    // ---- the web front: the certificate (kept on the state export), the login, Open
+    // OnDemand's configuration, then Apache (restarted only when what it serves changed)
+    const size_t web = env.plan.Mark();
     if (auto s =
             ood::EnsurePortalCertificate(env, in->servername, in->public_ip, ood::kPortalStateDir);
         !s) {
       return s;
     }
     if (auto s = ood::EnsurePortalLogin(env, *users); !s) return s;
+    const bool served_changed = env.plan.ChangedSince(web);
     if (auto s = ood::WriteOodConfig(env, in->servername, in->clusters); !s) return s;
     if (auto s = ood::PinInteractiveApps(env, ood::kOwnClusterId); !s) return s;
+    if (auto s = ood::ServeOpenOnDemand(env, in->servername, served_changed); !s) return s;
 
     if (auto s = PublishController(env, in->host, in->addr, *key); !s) return s;
     // Always published (OneGate cannot hold an empty value: "none" means no user), so that

@@ -9,6 +9,7 @@
 #include "roles/configure.h"
 #include "roles/dispatcher.h"
 #include "roles/names.h"
+#include "roles/ood/portal_web.h"
 #include "roles/role_change.h"
 
 namespace onehpc {
@@ -110,6 +111,10 @@ StatusReport CollectStatus(const StatusInputs& inputs, const Files& files, Proce
   }
   if (!report.role.empty()) {
     if (auto role = MakeRole(report.role)) report.service = role->Service();
+  }
+  if (report.role == ood::kPortalRole) {
+    auto presence = ood::FindOpenOnDemand(files);
+    report.open_ondemand = presence ? presence->Describe() : presence.error().message;
   }
 
   // One OneGate request: the service document on a controller or a portal (the reconciler's
@@ -226,6 +231,7 @@ std::string RenderStatus(const StatusReport& r) {
   } else {
     line("OneGate:         not read: " + r.onegate_problem);
   }
+  if (!r.open_ondemand.empty()) line("Open OnDemand:   " + r.open_ondemand);
   line("");
   line("units:");
   if (!r.units_problem.empty()) line("  not read: " + r.units_problem);
@@ -301,6 +307,7 @@ nlohmann::json StatusJson(const StatusReport& r) {
                           {"failed", u.Failed()}});
   }
   j["units_problem"] = r.units_problem;
+  if (!r.open_ondemand.empty()) j["open_ondemand"] = r.open_ondemand;
   if (r.reconcile) {
     nlohmann::json nodes = nlohmann::json::array();
     for (const auto& d : r.reconcile->decisions) {

@@ -68,6 +68,9 @@ struct StatusReport {
   std::vector<UnitStatus> units;
   std::string units_problem;
 
+  /// Portal: whether the image has Open OnDemand ("installed", or why not; "" elsewhere).
+  std::string open_ondemand;
+
   /// Controller and portal: the reconciler's dry-run cycle.
   std::optional<ReconcileReport> reconcile;
   std::string reconcile_problem;

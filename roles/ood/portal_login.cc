@@ -14,8 +14,8 @@ constexpr char kModsAvailable[] = "/etc/apache2/mods-available";
 constexpr char kModsEnabled[] = "/etc/apache2/mods-enabled";
 constexpr Duration kA2Timeout{60000};
 
-// a2enmod only makes links under /etc/apache2 (and notes it in /var/lib/apache2); it never
-// starts Apache.
+}  // namespace
+
 Status RunA2(RoleEnv& env, std::vector<std::string> argv) {
   Command c;
   c.argv = std::move(argv);
@@ -23,8 +23,6 @@ Status RunA2(RoleEnv& env, std::vector<std::string> argv) {
   auto r = RunChecked(env.runner, c);
   return r ? Ok() : Fail(r.error());
 }
-
-}  // namespace
 
 std::vector<std::string> PortalAuthLines() {
   return {"AuthType Basic", "AuthName \"Open OnDemand\"", "AuthBasicProvider external",

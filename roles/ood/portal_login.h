@@ -36,6 +36,10 @@ std::string RenderPwauthPam();
 /// The Apache modules the generated configuration uses (OnDemand's own and ours).
 std::vector<std::string> PortalApacheModules();
 
+/// Runs one of Debian's a2enmod, a2ensite, a2dissite (argv, bounded): they only make links under
+/// /etc/apache2 (and note it in /var/lib/apache2); they never start Apache.
+Status RunA2(RoleEnv& env, std::vector<std::string> argv);
+
 /// The users file, pwauth's PAM stack and the Apache modules (a2enmod, only those not
 /// enabled yet).
 Status EnsurePortalLogin(RoleEnv& env, const std::vector<LocalUser>& users);

@@ -312,6 +312,15 @@ phase1_up() {
         eq "$(P stat -c %a:%U:%G /usr/sbin/pwauth)" "4750:root:www-data"
     check "portal: mod_ssl and mod_authnz_external enabled" \
         P test -e /etc/apache2/mods-enabled/ssl.load -a -e /etc/apache2/mods-enabled/authnz_external.load
+    # The lab's image has no Open OnDemand (OSC's repository is not reachable here): the portal
+    # says so in OneGate and in `one-hpc status`, and leaves Apache alone.
+    check "portal: published OOD_PORTAL (absent: no Open OnDemand in this image)" \
+        contains "$(sim_attr "${VMID[portal]}" OOD_PORTAL)" "absent: no Open OnDemand in this image"
+    check "portal: publishes no OOD_URL without Open OnDemand" test -z "$(sim_attr "${VMID[portal]}" OOD_URL)"
+    check "portal: one-hpc status says there is no Open OnDemand" \
+        contains "$(P one-hpc status 2>&1)" "Open OnDemand:   absent: no Open OnDemand in this image"
+    check "portal: apache2.service neither enabled nor active without Open OnDemand" \
+        eq "$(P systemctl is-enabled apache2.service 2>&1):$(P systemctl is-active apache2.service 2>&1)" "disabled:inactive"
     check "portal: one-hpc-accounting-dump.timer enabled" unit_enabled portal one-hpc-accounting-dump.timer
     check "portal: slurmdbd active" unit_active portal slurmdbd.service
     check "portal: oneslurm-reconcile.timer active" unit_active portal oneslurm-reconcile.timer

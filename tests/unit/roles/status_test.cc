@@ -198,5 +198,23 @@ TEST_F(StatusTest, WithoutOneGateOrSystemdItSaysWhatItCouldNotRead) {
   EXPECT_EQ(StatusExitCode(rooted), 0);
 }
 
+TEST_F(StatusTest, APortalSaysWhetherItsImageHasOpenOnDemand) {
+  StatusInputs inputs;
+  inputs.onegate_why = "no OneGate here";
+  inputs.query_machine = false;
+  Configured("portal", {}, 0);
+  m_.Write(ood::kImageInfoFile, R"({"open_ondemand": false, "variant": "VM lab"})");
+  std::string text = RenderStatus(CollectStatus(inputs, *m_.files, m_.runner, m_.clock));
+  EXPECT_THAT(text, HasSubstr("Open OnDemand:   absent: no Open OnDemand in this image (VM lab)"));
+  m_.Write(ood::kUpdateOodPortal, "#!/bin/sh\n");
+  StatusReport installed = CollectStatus(inputs, *m_.files, m_.runner, m_.clock);
+  EXPECT_EQ(installed.open_ondemand, "installed");
+  EXPECT_EQ(StatusJson(installed)["open_ondemand"], "installed");
+  // Other roles have no such line.
+  Configured("storage", {}, 0);
+  EXPECT_THAT(RenderStatus(CollectStatus(inputs, *m_.files, m_.runner, m_.clock)),
+              Not(HasSubstr("Open OnDemand:")));
+}
+
 }  // namespace
 }  // namespace onehpc

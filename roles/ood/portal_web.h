@@ -1,0 +1,54 @@
+// The portal's web front: Open OnDemand's own generator turns ood_portal.yml into Apache's
+// virtual host, and apache2.service is enabled and (re)started only when something it serves
+// changed. An image without Open OnDemand (the VM lab's: OSC's repository cannot be reached
+// there) configures everything else, starts no Apache, and says so in the journal, in
+// `one-hpc status` and in OneGate; an image that claims Open OnDemand but lacks it is an error.
+#ifndef ONEHPC_ROLES_OOD_PORTAL_WEB_H_
+#define ONEHPC_ROLES_OOD_PORTAL_WEB_H_
+
+#include <string>
+
+#include "common/error.h"
+#include "roles/os/files.h"
+
+namespace onehpc {
+struct RoleEnv;
+}
+
+namespace onehpc::ood {
+
+/// Where the generator writes the virtual host on Debian, and its record of what it wrote.
+inline constexpr const char* kPortalSite = "/etc/apache2/sites-available/ood-portal.conf";
+inline constexpr const char* kPortalSiteSum = "/etc/ood/config/ood_portal.sha256sum";
+inline constexpr const char* kApacheUnit = "apache2.service";
+
+/// Whether this image has Open OnDemand, and what it says of itself.
+struct OpenOnDemandPresence {
+  bool installed = false;  ///< the generator is there
+  bool claimed = false;    ///< kImageInfoFile says the image has Open OnDemand
+  std::string variant;     ///< kImageInfoFile's "variant" ("" when absent)
+  /// One line for the journal, `status` and OneGate: "installed", or why there is none.
+  std::string Describe() const;
+};
+/// Reads kImageInfoFile (missing: no claim) and looks for kUpdateOodPortal. A malformed file
+/// is an error (kInvalidInput) naming it.
+Result<OpenOnDemandPresence> FindOpenOnDemand(const Files& files);
+
+/// What update_ood_portal --detailed-exitcodes said.
+enum class GeneratorResult { kUnchanged, kChanged };
+/// 0 unchanged, 3 changed; 4 (the virtual host was edited by hand, the generator left it and
+/// wrote kPortalSite.new beside it) is an error (kUnsafe) that says how to resolve it;
+/// anything else is an error (kProcess) with the generator's own message.
+Result<GeneratorResult> InterpretGenerator(int exit_code, const std::string& output);
+
+/// The web front, after ood_portal.yml, the certificate and the login are in place:
+/// `served_changed` says whether one of those changed in this run. With Open OnDemand: runs
+/// the generator, enables the site (and disables Debian's default site, so that plain HTTP on
+/// any name reaches the portal's redirect), enables apache2.service and starts it, or restarts
+/// it when what it serves changed; publishes OOD_URL. Without: changes nothing of Apache and
+/// publishes why in OOD_PORTAL.
+Status ServeOpenOnDemand(RoleEnv& env, const std::string& servername, bool served_changed);
+
+}  // namespace onehpc::ood
+
+#endif  // ONEHPC_ROLES_OOD_PORTAL_WEB_H_

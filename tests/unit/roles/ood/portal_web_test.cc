@@ -1,0 +1,187 @@
+// The portal's web front on a fake machine: Open OnDemand's generator answered with its
+// documented exit codes (0 unchanged, 3 changed, 4 edited by hand), Apache enabled and started
+// or restarted only on change, and the image without Open OnDemand.
+#include "roles/ood/portal_web.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "roles/names.h"
+#include "roles/ood/settings.h"
+#include "roles/portal.h"
+#include "tests/fakes/machine.h"
+#include "tests/fakes/role_run.h"
+
+namespace onehpc::ood {
+namespace {
+
+using fakes::Exit;
+using fakes::FakeMachine;
+using fakes::RoleRun;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::Not;
+using ::testing::Pair;
+
+class PortalWebTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    m_.runner.On({"a2ensite", "-q"}, [this](const Command& c) {
+      m_.Write("/etc/apache2/sites-enabled/" + c.argv[2] + ".conf", "site\n");
+      return Exit(0);
+    });
+    m_.runner.On({"a2dissite", "-q"}, [this](const Command& c) {
+      std::filesystem::remove(m_.root + "/etc/apache2/sites-enabled/" + c.argv[2] + ".conf");
+      return Exit(0);
+    });
+  }
+  // An image with Open OnDemand whose generator answers `code` (and writes the site on 3).
+  void Installed(int code, std::string output = "") {
+    m_.Write(kUpdateOodPortal, "#!/bin/sh\n");
+    m_.Write(kImageInfoFile, R"({"open_ondemand": true, "variant": "appliance"})");
+    m_.runner.On({kUpdateOodPortal}, [this, code, output](const Command&) {
+      if (code == 3) m_.Write(kPortalSite, "<VirtualHost *:443>\n");
+      return Exit(code, output);
+    });
+  }
+  Status Run(bool served_changed = false, PlanMode mode = PlanMode::kApply) {
+    RoleRun run(m_, *role_, {{"ETH0_IP", "10.0.1.23"}, {kNfsHost, "10.0.1.5"}}, nullptr, mode);
+    auto s = ServeOpenOnDemand(*run.env, "portal.example.org", served_changed);
+    changes_ = run.Changes();
+    publish_ = run.publish;
+    return s;
+  }
+  FakeMachine m_;
+  std::unique_ptr<Role> role_ = MakePortalRole();
+  std::vector<std::string> changes_;
+  std::vector<std::pair<std::string, std::string>> publish_;
+};
+
+TEST(GeneratorExitTest, DocumentedCodes) {
+  EXPECT_EQ(*InterpretGenerator(0, ""), GeneratorResult::kUnchanged);
+  EXPECT_EQ(*InterpretGenerator(3, "Generating new Apache config"), GeneratorResult::kChanged);
+  auto edited = InterpretGenerator(4, "WARNING: Checksum of ... does not match");
+  ASSERT_FALSE(edited);
+  EXPECT_EQ(edited.error().kind, ErrorKind::kUnsafe);
+  EXPECT_THAT(edited.error().message, HasSubstr("edited by hand"));
+  EXPECT_THAT(edited.error().message, HasSubstr(std::string(kPortalSite) + ".new"));
+  EXPECT_THAT(edited.error().message, HasSubstr("--force"));
+  auto broken = InterpretGenerator(1, "undefined method `fetch'\nRun 'update_ood_portal --help'\n");
+  ASSERT_FALSE(broken);
+  EXPECT_EQ(broken.error().kind, ErrorKind::kProcess);
+  EXPECT_THAT(broken.error().message, HasSubstr("exited 1: undefined method"));
+}
+
+TEST_F(PortalWebTest, WithoutOpenOnDemandNothingOfApacheAndTheFactIsPublished) {
+  m_.Write(kImageInfoFile,
+           R"({"open_ondemand": false, "variant": "VM lab, without Open OnDemand"})");
+  ASSERT_TRUE(Run(/*served_changed=*/true));
+  EXPECT_THAT(m_.Changes(), IsEmpty()) << "no generator, no a2ensite, no Apache";
+  EXPECT_FALSE(m_.Exists(FakeMachine::WantsLink(kApacheUnit)));
+  ASSERT_EQ(publish_.size(), 1u);
+  EXPECT_EQ(publish_[0].first, kAttrOpenOnDemand);
+  EXPECT_THAT(publish_[0].second, HasSubstr("absent: no Open OnDemand in this image (VM lab"));
+  EXPECT_THAT(publish_[0].second, HasSubstr("not the web portal"));
+  // OneGate refuses a value with a comma (the lab's portal failed on one).
+  EXPECT_THAT(publish_[0].second, Not(HasSubstr(",")));
+  m_.Write(kImageInfoFile, R"({"open_ondemand": false, "variant": "lab, no OSC"})");
+  ASSERT_TRUE(Run());
+  EXPECT_THAT(publish_.at(0).second, HasSubstr("(lab; no OSC)"));
+}
+
+TEST_F(PortalWebTest, AnImageWithoutItsRecordIsTakenAsWithout) {
+  ASSERT_TRUE(Run());
+  EXPECT_THAT(m_.Changes(), IsEmpty());
+  ASSERT_EQ(publish_.size(), 1u);
+  EXPECT_THAT(publish_[0].second, HasSubstr("absent: no Open OnDemand in this image;"));
+}
+
+TEST_F(PortalWebTest, AnImageThatClaimsOpenOnDemandButLacksItIsAnError) {
+  m_.Write(kImageInfoFile, R"({"open_ondemand": true, "variant": "appliance"})");
+  auto s = Run();
+  ASSERT_FALSE(s);
+  EXPECT_EQ(s.error().kind, ErrorKind::kNotFound);
+  EXPECT_THAT(s.error().message, HasSubstr(kImageInfoFile));
+  EXPECT_THAT(s.error().message, HasSubstr(kUpdateOodPortal));
+  EXPECT_THAT(m_.Changes(), IsEmpty());
+  EXPECT_THAT(publish_, IsEmpty());
+}
+
+TEST_F(PortalWebTest, AMalformedImageRecordIsNamed) {
+  m_.Write(kImageInfoFile, R"({"open_ondemand": "yes"})");
+  auto s = Run();
+  ASSERT_FALSE(s);
+  EXPECT_EQ(s.error().kind, ErrorKind::kInvalidInput);
+  EXPECT_THAT(s.error().message, HasSubstr(kImageInfoFile));
+}
+
+TEST_F(PortalWebTest, FirstRunGeneratesEnablesAndStartsThenNothingChanges) {
+  Installed(3);
+  m_.Write("/etc/apache2/sites-enabled/000-default.conf", "It works\n");
+  ASSERT_TRUE(Run());
+  EXPECT_THAT(m_.Changes(), ElementsAre(std::string(kUpdateOodPortal) + " --detailed-exitcodes",
+                                        "a2ensite -q ood-portal", "a2dissite -q 000-default",
+                                        "systemctl enable --no-reload apache2.service",
+                                        "systemctl --no-block start apache2.service"));
+  EXPECT_THAT(publish_, ElementsAre(Pair(kAttrOpenOnDemand, "installed"),
+                                    Pair(kAttrPortalUrl, "https://portal.example.org/")));
+  // The next boot: the generator finds its file up to date, Apache runs, nothing changed.
+  Installed(0);
+  ASSERT_TRUE(Run());
+  EXPECT_THAT(changes_, ElementsAre(std::string(kUpdateOodPortal) + " --detailed-exitcodes"))
+      << "the generator runs at every configure; nothing else is done";
+  EXPECT_TRUE(m_.active.count(kApacheUnit));
+}
+
+TEST_F(PortalWebTest, ApacheRestartsOnlyWhenWhatItServesChanged) {
+  Installed(0);
+  m_.Write("/etc/apache2/sites-enabled/ood-portal.conf", "site\n");
+  m_.Write(FakeMachine::WantsLink(kApacheUnit), "enabled\n");
+  m_.active.insert(kApacheUnit);
+  ASSERT_TRUE(Run(/*served_changed=*/false));
+  EXPECT_THAT(m_.Changes(), ElementsAre(std::string(kUpdateOodPortal) + " --detailed-exitcodes"));
+  // The certificate or the login changed in this run.
+  ASSERT_TRUE(Run(/*served_changed=*/true));
+  EXPECT_THAT(changes_, ElementsAre(std::string(kUpdateOodPortal) + " --detailed-exitcodes",
+                                    "restart apache2.service (--no-block)"));
+  // ood_portal.yml changed: the generator says so with 3.
+  Installed(3);
+  ASSERT_TRUE(Run(/*served_changed=*/false));
+  EXPECT_THAT(changes_, ElementsAre(std::string(kUpdateOodPortal) + " --detailed-exitcodes",
+                                    "restart apache2.service (--no-block)"));
+}
+
+TEST_F(PortalWebTest, AHandEditedVirtualHostIsNeverOverwrittenNorServed) {
+  Installed(4, "WARNING: Checksum of /etc/apache2/sites-available/ood-portal.conf does not match");
+  m_.Write(kPortalSite, "hand edited\n");
+  auto s = Run(/*served_changed=*/true);
+  ASSERT_FALSE(s);
+  EXPECT_EQ(s.error().kind, ErrorKind::kUnsafe);
+  EXPECT_THAT(s.error().message, HasSubstr("was edited by hand"));
+  EXPECT_EQ(m_.Read(kPortalSite), "hand edited\n");
+  EXPECT_THAT(m_.Changes(), ElementsAre(std::string(kUpdateOodPortal) + " --detailed-exitcodes"))
+      << "no site, no Apache start or restart after a refused generation";
+  EXPECT_THAT(publish_, IsEmpty());
+}
+
+TEST_F(PortalWebTest, AFailingGeneratorStopsTheRunWithItsMessage) {
+  Installed(1, "ood_portal.yml: (<unknown>): did not find expected key\n");
+  auto s = Run();
+  ASSERT_FALSE(s);
+  EXPECT_EQ(s.error().kind, ErrorKind::kProcess);
+  EXPECT_THAT(s.error().message, HasSubstr("did not find expected key"));
+  EXPECT_FALSE(m_.active.count(kApacheUnit));
+}
+
+TEST_F(PortalWebTest, APlanRunsNothing) {
+  Installed(3);
+  ASSERT_TRUE(Run(/*served_changed=*/false, PlanMode::kDryRun));
+  EXPECT_THAT(m_.Changes(), IsEmpty());
+  EXPECT_THAT(changes_, ElementsAre(std::string(kUpdateOodPortal) + " --detailed-exitcodes",
+                                    "a2ensite ood-portal", "enable apache2.service",
+                                    "start apache2.service (--no-block)"));
+}
+
+}  // namespace
+}  // namespace onehpc::ood
