@@ -63,7 +63,7 @@ build-product:
 
 build-asan:
 	cmake -S . -B $(BUILD_ASAN) -DCMAKE_BUILD_TYPE=Debug -DONEHPC_SANITIZE=address $(LAUNCHER) >/dev/null
-	cmake --build $(BUILD_ASAN) -j$(JOBS) --target unit_tests integration_tests one-hpc
+	cmake --build $(BUILD_ASAN) -j$(JOBS) --target unit_tests integration_tests one-hpc onegate-sim
 
 # Only the fuzz targets (they link common/ and context/ alone).
 build-fuzz:

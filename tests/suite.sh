@@ -149,8 +149,14 @@ for path in sorted(glob.glob(os.path.join(logs, "*.xml"))):
         if case.find("skipped") is not None or case.get("status") in ("notrun", "disabled"):
             skipped += 1
             # The reason as the test printed it (SKIPPED ..., a gtest skip message), else ctest's.
-            lines = [l.strip(" #") for l in out.splitlines()
-                     if re.search(r"SKIPP?ED|[Ss]kipp", l) and l.strip(" #")]
+            # gtest prints "file:line: Skipped" and the message on the next line.
+            all_lines = [l.strip(" #") for l in out.splitlines()]
+            lines = []
+            for i, l in enumerate(all_lines):
+                if re.search(r"SKIPP?ED|[Ss]kipp", l) and l:
+                    if l.endswith("Skipped") and i + 1 < len(all_lines) and all_lines[i + 1]:
+                        l += ": " + all_lines[i + 1]
+                    lines.append(l)
             reason = lines[0] if lines else (case.find("skipped").get("message")
                                              if case.find("skipped") is not None else "not run")
             skips.append(f"{run}: {name}: {reason[:300]}")
