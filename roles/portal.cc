@@ -82,9 +82,9 @@ class PortalRole : public Role {
         !s) {
       return s;
     }
-    if (auto s = ood::EnsurePortalLogin(env, *users); !s) return s;
+    if (auto s = ood::EnsurePortalLogin(env, *users, in->login); !s) return s;
     const bool served_changed = env.plan.ChangedSince(web);
-    if (auto s = ood::WriteOodConfig(env, in->servername, in->clusters); !s) return s;
+    if (auto s = ood::WriteOodConfig(env, in->servername, in->login, in->clusters); !s) return s;
     if (auto s = ood::PinInteractiveApps(env, ood::kOwnClusterId); !s) return s;
     if (auto s = ood::ServeOpenOnDemand(env, in->servername, served_changed); !s) return s;
 
@@ -103,6 +103,7 @@ class PortalRole : public Role {
     ood::HomeSource home;
     std::string nfs_host;
     std::string users_text;
+    ood::PortalLogin login;
     std::string host = kPortalDefaultHostname;
     std::string addr;        ///< compute address
     std::string servername;  ///< the public name of the portal
@@ -131,6 +132,7 @@ class PortalRole : public Role {
     in.home = *home;
     in.nfs_host = env.settings.GetString(ood::kNfsHost);
     in.users_text = env.settings.GetString(ood::kLocalUsersVar);
+    in.login = ood::PortalLoginFrom(env.settings.GetString(ood::kPortalLoginVar));
     if (auto early = ood::ParseLocalUsers(in.users_text); !early) return Fail(early.error());
     if (!env.Var("SET_HOSTNAME").empty()) {
       auto h = host::ShortNameFromSetHostname(env.Var("SET_HOSTNAME"));

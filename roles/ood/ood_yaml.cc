@@ -93,14 +93,14 @@ Result<std::string> RenderPortalYaml(const PortalYamlInput& in) {
   Str(out, "rnode_uri", "/rnode");
   Str(out, "user_map_match", "^([^@]+)$");
   Str(out, "pun_pre_hook_root_cmd", in.pun_pre_hook_root_cmd);
-  // Authentication: HTTP Basic over TLS, checked by pwauth (roles/ood/portal_login.h).
+  // Authentication: the login form or HTTP Basic, checked by pwauth (roles/ood/portal_login.h).
   out << YAML::Key << "auth" << YAML::Value << YAML::BeginSeq;
-  for (const auto& line : PortalAuthLines()) out << YAML::DoubleQuoted << line;
+  for (const auto& line : PortalAuthLines(in.login)) out << YAML::DoubleQuoted << line;
   out << YAML::EndSeq;
   out << YAML::Key << "custom_vhost_directives" << YAML::Value << YAML::BeginSeq;
-  for (const auto& line : PortalVhostDirectives()) out << YAML::DoubleQuoted << line;
+  for (const auto& line : PortalVhostDirectives(in.login)) out << YAML::DoubleQuoted << line;
   out << YAML::EndSeq;
-  Str(out, "logout_redirect", "/pun/sys/dashboard/logout");
+  Str(out, "logout_redirect", PortalLogoutRedirect(in.login));
   out << YAML::EndMap;
   return Finish(out);
 }
@@ -186,10 +186,11 @@ Result<std::vector<ClusterYamlInput>> ClustersFromSettings(const Settings& setti
   return clusters;
 }
 
-Status WriteOodConfig(RoleEnv& env, const std::string& servername,
+Status WriteOodConfig(RoleEnv& env, const std::string& servername, const PortalLogin& login,
                       const std::vector<ClusterYamlInput>& clusters) {
   PortalYamlInput portal;
   portal.servername = servername;
+  portal.login = login;
   auto yaml = RenderPortalYaml(portal);
   if (!yaml) return Fail(yaml.error());
   if (auto s = EnsureFile(env, std::string(kOodConfigDir) + "/ood_portal.yml", *yaml, 0600,

@@ -13,6 +13,7 @@
 
 #include "common/error.h"
 #include "context/settings.h"
+#include "roles/ood/portal_login.h"
 
 namespace onehpc {
 struct RoleEnv;
@@ -34,6 +35,7 @@ struct PortalYamlInput {
   /// (ood-worker-<VMID>), never an address, so that no portal user reaches the storage VM,
   /// slurmctld, slurmdbd, the front-end or anything else on a private network through them.
   std::string host_regex = "ood-worker-[0-9]+";
+  PortalLogin login;  ///< the `auth` lines, the vhost's login directives, `logout_redirect`
 };
 
 struct ClusterYamlInput {
@@ -68,7 +70,7 @@ bool IsValidHostName(const std::string& host);
 /// ood_portal.yml (0600), one clusters.d file per cluster, and the removal of the site
 /// cluster's file when the site cluster is switched off (and of the PAM service an earlier
 /// one-hpc wrote for the portal's login).
-Status WriteOodConfig(RoleEnv& env, const std::string& servername,
+Status WriteOodConfig(RoleEnv& env, const std::string& servername, const PortalLogin& login,
                       const std::vector<ClusterYamlInput>& clusters);
 
 }  // namespace onehpc::ood

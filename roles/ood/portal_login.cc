@@ -3,8 +3,11 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "common/log.h"
 #include "roles/ensure.h"
+#include "roles/names.h"
 #include "roles/role.h"
+#include "roles/slurm/munge.h"
 
 namespace onehpc::ood {
 namespace {
@@ -13,8 +16,178 @@ constexpr char kPwauth[] = "/usr/sbin/pwauth";
 constexpr char kModsAvailable[] = "/etc/apache2/mods-available";
 constexpr char kModsEnabled[] = "/etc/apache2/mods-enabled";
 constexpr Duration kA2Timeout{60000};
+constexpr size_t kSessionKeyBytes = 32;
+
+// The lines that authenticate a request: the form reads the user and password from the
+// session (or, with none, sends the browser to the login page); the cache (mod_authn_socache)
+// spares a pwauth run per request for 300 s after a successful check.
+std::vector<std::string> FormAuth(const std::string& login_required) {
+  return {"AuthType form",
+          fmt::format("AuthName \"{}\"", kServiceName),
+          "AuthFormProvider socache external",
+          "AuthnCacheProvideFor external",
+          "AuthExternalProvideCache On",
+          "AuthExternal pwauth",
+          fmt::format("AuthFormLoginRequiredLocation \"{}\"", login_required),
+          "Require valid-user"};
+}
+
+// The session's Lua: the login page (with a message for ?failed, ?out, ?expired), the login
+// stamp and the lifetime check of every protected location. The stamp runs once after the
+// login (kLoginStamp): it puts the login time into the session (through that location's
+// SessionHeader, only into a session that has none, so that calling it again extends
+// nothing) and gives the browser a second cookie, `time.HMAC-SHA1(stamp key, user|time)`.
+// The check (fixups of each protected location, where mod_session has not yet decoded the
+// session) verifies that cookie against the authenticated user and the lifetime. HTTP_SESSION
+// (which holds the password) is read in the stamp alone and taken out of the environment.
+constexpr char kLoginLua[] =
+    R"LUA(-- Written by one-hpc: the portal's session login (mod_auth_form, mod_session_crypto).
+-- Changes are overwritten at the next configure.
+local LIFETIME = @LIFETIME@
+local KEY_FILE = '@KEYFILE@'
+local COOKIE = '@COOKIE@'
+
+local function stamp_key()
+  local f = io.open(KEY_FILE, 'r')
+  if not f then return nil end
+  local k = f:read('l')
+  f:close()
+  if k == nil or #k < 32 then return nil end
+  return k
+end
+
+local function unhex(h)
+  return (h:gsub('..', function(x) return string.char(tonumber(x, 16)) end))
+end
+
+-- HMAC-SHA1 (RFC 2104) over r:sha1, which is binary-safe.
+local function hmac(r, key, msg)
+  if #key > 64 then key = unhex(r:sha1(key)) end
+  key = key .. string.rep('\0', 64 - #key)
+  local ipad = key:gsub('.', function(c) return string.char(c:byte() ~ 0x36) end)
+  local opad = key:gsub('.', function(c) return string.char(c:byte() ~ 0x5c) end)
+  return r:sha1(opad .. unhex(r:sha1(ipad .. msg)))
+end
+
+local function same(a, b)
+  if type(a) ~= 'string' or type(b) ~= 'string' or #a ~= #b then return false end
+  local d = 0
+  for i = 1, #a do d = d | (a:byte(i) ~ b:byte(i)) end
+  return d == 0
+end
+
+-- Fixups of every protected location: without a valid login cookie for this user, or past
+-- the lifetime, the session is ended (the expired location logs out, then shows the login
+-- page).
+function check(r)
+  local key = stamp_key()
+  local t, mac = (r:getcookie(COOKIE) or ''):match('^(%d+)%.(%x+)$')
+  t = tonumber(t)
+  local now = os.time()
+  if key and t and r.user and same(mac, hmac(r, key, r.user .. '|' .. t)) and
+     t <= now + 60 and now - t < LIFETIME then
+    return apache2.DECLINED
+  end
+  r:warn('one-hpc: the session of ' .. tostring(r.user) .. ' has no valid login time or is past its lifetime')
+  r.err_headers_out['Location'] = '@EXPIRED@'
+  r.err_headers_out['Cache-Control'] = 'no-store'
+  return 302
+end
+
+-- After the login: the login time into the session (once) and the login cookie.
+function stamp(r)
+  local s = r.subprocess_env['HTTP_SESSION'] or ''
+  r.subprocess_env['HTTP_SESSION'] = nil
+  local t = tonumber(('&' .. s):match('&onehpc%-login=(%d+)'))
+  if not t then
+    t = os.time()
+    r.headers_out['X-Onehpc-Session'] = 'onehpc-login=' .. t
+  end
+  local key = stamp_key()
+  if not key or not r.user then
+    r:err('one-hpc: the portal login stamp key ' .. KEY_FILE .. ' cannot be read')
+    return 500
+  end
+  r.headers_out['Set-Cookie'] = COOKIE .. '=' .. t .. '.' .. hmac(r, key, r.user .. '|' .. t) ..
+      '; Path=/; Secure; HttpOnly; SameSite=Lax'
+  r.content_type = 'text/html; charset=utf-8'
+  r.headers_out['Cache-Control'] = 'no-store'
+  r:puts('<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">' ..
+         '<meta http-equiv="refresh" content="0;url=/"><title>@TITLE@</title></head>' ..
+         '<body><p>Logged in. <a href="/">Continue to the dashboard</a>.</p></body></html>')
+  return apache2.OK
+end
+
+local MESSAGES = {
+  failed = 'The user name or the password is wrong, or the account is locked for a while.',
+  out = 'You are logged out.',
+  expired = 'Your session has ended. Please log in again.',
+}
+
+function login_page(r)
+  local message = MESSAGES[r.args or ''] or ''
+  r.content_type = 'text/html; charset=utf-8'
+  r.headers_out['Cache-Control'] = 'no-store'
+  r.headers_out['X-Frame-Options'] = 'DENY'
+  r.headers_out['Content-Security-Policy'] = "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'"
+  r:puts([[<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>@TITLE@ - log in</title>
+<style>
+body{font-family:sans-serif;background:#f4f6f8;margin:0}
+main{max-width:22rem;margin:4rem auto;background:#fff;padding:2rem;border-radius:6px;box-shadow:0 1px 4px #0003}
+h1{font-size:1.4rem;margin-top:0}label{display:block;margin-top:1rem}
+input{width:100%;box-sizing:border-box;padding:.5rem;font-size:1rem}
+button{margin-top:1.5rem;padding:.6rem 1.2rem;font-size:1rem}
+p.message{color:#8a1c1c}
+</style></head>
+<body><main><h1>@TITLE@</h1>
+<p class="message" role="status">]] .. message .. [[</p>
+<form method="post" action="@CHECK@">
+<label for="user">User name</label>
+<input id="user" name="httpd_username" autocomplete="username" required autofocus>
+<label for="password">Password</label>
+<input id="password" name="httpd_password" type="password" autocomplete="current-password" required>
+<button type="submit">Log in</button>
+</form></main></body></html>
+]])
+  return apache2.OK
+end
+)LUA";
+
+std::string Replace(std::string text, const std::string& from, const std::string& to) {
+  for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size())) {
+    text.replace(at, from.size(), to);
+  }
+  return text;
+}
 
 }  // namespace
+
+// A key: made once (a new one would end every session), 64 hex digits and a newline.
+Status EnsureKey(RoleEnv& env, const char* path, mode_t mode, const FileOwner& owner,
+                 const std::string& why) {
+  auto current = env.files.ReadIfExists(path);
+  if (!current) return Fail(current.error());
+  std::string key = current->has_value() ? current->value() : "";
+  if (key.size() < 2 * kSessionKeyBytes) {
+    key.clear();
+    if (!env.plan.dry_run()) {
+      auto bytes = slurm::RandomBytes(kSessionKeyBytes);
+      if (!bytes) return Fail(bytes.error());
+      static const char* kHex = "0123456789abcdef";
+      for (unsigned char c : *bytes) {
+        key += kHex[c >> 4];
+        key += kHex[c & 15];
+      }
+      key += "\n";
+    }
+  }
+  if (!key.empty()) log::AddSecret(key);
+  auto s = EnsureFile(env, path, key, mode, owner, why);
+  return s ? Ok() : Fail(s.error());
+}
 
 Status RunA2(RoleEnv& env, std::vector<std::string> argv) {
   Command c;
@@ -24,9 +197,33 @@ Status RunA2(RoleEnv& env, std::vector<std::string> argv) {
   return r ? Ok() : Fail(r.error());
 }
 
-std::vector<std::string> PortalAuthLines() {
-  return {"AuthType Basic", "AuthName \"Open OnDemand\"", "AuthBasicProvider external",
-          "AuthExternal pwauth", "Require valid-user"};
+PortalLogin PortalLoginFrom(const std::string& value) {
+  PortalLogin login;
+  login.kind = value == kLoginBasic ? LoginKind::kBasic : LoginKind::kForm;
+  return login;
+}
+
+std::vector<std::string> PortalAuthLines(const PortalLogin& login) {
+  if (login.kind == LoginKind::kBasic) {
+    return {"AuthType Basic", fmt::format("AuthName \"{}\"", kServiceName),
+            "AuthBasicProvider external", "AuthExternal pwauth", "Require valid-user"};
+  }
+  std::vector<std::string> lines = FormAuth(kLoginPage);
+  lines.push_back(fmt::format("LuaHookFixups {} check", kLoginLuaFile));
+  return lines;
+}
+
+std::string PortalLogoutRedirect(const PortalLogin& login) {
+  return login.kind == LoginKind::kBasic ? "/pun/sys/dashboard/logout" : kLogoutLocation;
+}
+
+std::string RenderLoginLua(const PortalLogin& login) {
+  std::string lua = Replace(kLoginLua, "@LIFETIME@", std::to_string(login.lifetime_seconds));
+  lua = Replace(lua, "@TITLE@", kServiceName);
+  lua = Replace(lua, "@EXPIRED@", kExpiredLocation);
+  lua = Replace(lua, "@KEYFILE@", kStampKeyFile);
+  lua = Replace(lua, "@COOKIE@", kLoginCookie);
+  return Replace(lua, "@CHECK@", kLoginCheck);
 }
 
 std::string RenderPwauthPam() {
@@ -48,22 +245,78 @@ std::string RenderPwauthPam() {
       kPortalUsersFile, kLoginDeny, kLoginFailInterval, kLoginUnlockTime, opts);
 }
 
-std::vector<std::string> PortalVhostDirectives() {
+std::vector<std::string> PortalVhostDirectives(const PortalLogin& login) {
   // mod_authnz_external keeps its authenticators per virtual host.
-  return {fmt::format("DefineExternalAuth pwauth pipe {}", kPwauth)};
+  std::vector<std::string> lines = {fmt::format("DefineExternalAuth pwauth pipe {}", kPwauth)};
+  if (login.kind == LoginKind::kBasic) return lines;
+  // The session: everywhere on the virtual host, a cookie only this portal can read or make,
+  // sent over HTTPS only, out of scripts' reach; renewed at each request (the idle limit).
+  for (std::string line : {
+           std::string("Session On"),
+           fmt::format("SessionCookieName {} path=/;Secure;HttpOnly;SameSite=Lax", kSessionCookie),
+           fmt::format("SessionCryptoPassphraseFile {}", kSessionKeyFile),
+           fmt::format("SessionMaxAge {}", login.idle_seconds),
+           fmt::format("LuaMapHandler ^{}$ {} login_page", kLoginPage, kLoginLuaFile),
+           fmt::format("LuaMapHandler ^{}$ {} stamp", kLoginStamp, kLoginLuaFile),
+           fmt::format("<Location \"{}\">", kLoginPage),
+           std::string("  Require all granted"),
+           std::string("</Location>"),
+           fmt::format("<Location \"{}\">", kLoginCheck),
+           std::string("  SetHandler form-login-handler"),
+       }) {
+    lines.push_back(std::move(line));
+  }
+  std::string failed = fmt::format("{}?failed", kLoginPage);
+  for (const auto& line : FormAuth(failed)) lines.push_back("  " + line);
+  lines.push_back(fmt::format("  AuthFormLoginSuccessLocation \"{}\"", kLoginStamp));
+  lines.push_back("</Location>");
+  // The stamp is the only place where a response may change the session (SessionHeader).
+  lines.push_back(fmt::format("<Location \"{}\">", kLoginStamp));
+  for (const auto& line : FormAuth(kLoginPage)) lines.push_back("  " + line);
+  lines.push_back("  SessionEnv On");
+  lines.push_back("  SessionHeader X-Onehpc-Session");
+  lines.push_back("</Location>");
+  for (const auto& [where, then] :
+       {std::pair{kLogoutLocation, "out"}, std::pair{kExpiredLocation, "expired"}}) {
+    lines.push_back(fmt::format("<Location \"{}\">", where));
+    lines.push_back("  SetHandler form-logout-handler");
+    // The realm names the session's entries that the logout clears.
+    lines.push_back("  AuthType form");
+    lines.push_back(fmt::format("  AuthName \"{}\"", kServiceName));
+    lines.push_back("  Require all granted");
+    lines.push_back(fmt::format("  AuthFormLogoutLocation \"{}?{}\"", kLoginPage, then));
+    lines.push_back("  SessionMaxAge 1");
+    lines.push_back(fmt::format(
+        "  Header always add Set-Cookie \"{}=; Max-Age=0; Path=/; Secure; HttpOnly; SameSite=Lax\"",
+        kLoginCookie));
+    lines.push_back("</Location>");
+  }
+  return lines;
 }
 
-std::vector<std::string> PortalApacheModules() {
+std::vector<std::string> PortalApacheModules(LoginKind kind) {
   // OnDemand's package enables rewrite, lua, headers, proxy, proxy_http and proxy_wstunnel;
   // ssl (with its session cache) serves HTTPS, authnz_external asks pwauth.
-  return {"ssl",     "socache_shmcb", "authnz_external", "rewrite",       "lua",
-          "headers", "proxy",         "proxy_http",      "proxy_wstunnel"};
+  std::vector<std::string> mods = {"ssl",     "socache_shmcb", "authnz_external",
+                                   "rewrite", "lua",           "headers",
+                                   "proxy",   "proxy_http",    "proxy_wstunnel"};
+  if (kind == LoginKind::kForm) {
+    // The form, its session (a cookie, encrypted), the kept request body of the login, and
+    // the cache of successful checks.
+    for (const char* m :
+         {"auth_form", "session", "session_cookie", "session_crypto", "request", "authn_socache"}) {
+      mods.emplace_back(m);
+    }
+  }
+  return mods;
 }
 
-Status EnsurePortalLogin(RoleEnv& env, const std::vector<LocalUser>& users) {
+Status EnsurePortalLogin(RoleEnv& env, const std::vector<LocalUser>& users,
+                         const PortalLogin& login) {
   // The modules first: a missing one stops the run before anything is written.
   std::vector<std::string> missing;
-  for (const auto& m : PortalApacheModules()) {
+  const std::vector<std::string> modules = PortalApacheModules(login.kind);
+  for (const auto& m : modules) {
     if (env.files.Exists(fmt::format("{}/{}.load", kModsEnabled, m))) continue;
     if (!env.files.Exists(fmt::format("{}/{}.load", kModsAvailable, m))) {
       return Fail(ErrorKind::kNotFound,
@@ -86,9 +339,27 @@ Status EnsurePortalLogin(RoleEnv& env, const std::vector<LocalUser>& users) {
       !s) {
     return Fail(s.error());
   }
+  if (login.kind == LoginKind::kForm) {
+    // Apache reads the session key as root when it starts; its workers (www-data) read the
+    // stamp key at each request.
+    if (auto s = EnsureKey(env, kSessionKeyFile, 0600, root,
+                           "the key that encrypts the portal's session cookies");
+        !s) {
+      return s;
+    }
+    if (auto s = EnsureKey(env, kStampKeyFile, 0640, FileOwner{"root", "www-data"},
+                           "the key that signs the portal's login times");
+        !s) {
+      return s;
+    }
+    if (auto s = EnsureFile(env, kLoginLuaFile, RenderLoginLua(login), 0644, root,
+                            "the portal's login page, login stamp and session lifetime");
+        !s) {
+      return Fail(s.error());
+    }
+  }
   if (missing.empty()) {
-    env.plan.Keep("Apache modules",
-                  fmt::format("enabled: {}", fmt::join(PortalApacheModules(), " ")));
+    env.plan.Keep("Apache modules", fmt::format("enabled: {}", fmt::join(modules, " ")));
     return Ok();
   }
   std::vector<std::string> argv = {"a2enmod", "-q"};

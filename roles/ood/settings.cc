@@ -1,6 +1,7 @@
 #include "roles/ood/settings.h"
 
 #include "roles/host/address.h"
+#include "roles/ood/portal_login.h"
 #include "roles/ood/users.h"
 #include "roles/slurm/controller_setup.h"
 #include "roles/slurm/elastic_settings.h"
@@ -94,8 +95,19 @@ std::vector<SettingSpec> PortalSettings() {
       "only: the storage VM and the workers refuse to start with it in their context.";
   key.roles = {kPortalRole};
 
-  std::vector<SettingSpec> specs = {
-      users, host, chain, key, site, site_host, title, cluster, ComputeNetworkSetting()};
+  SettingSpec login;
+  login.name = kPortalLoginVar;
+  login.type = SettingType::kEnum;
+  login.choices = {kLoginForm, kLoginBasic};
+  login.default_value = kLoginForm;
+  login.description =
+      "How the users log in: form (a login page and an encrypted session cookie with an idle "
+      "limit, a lifetime and a logout) or basic (HTTP Basic: the browser sends the password "
+      "with every request and there is no logout; discouraged by Open OnDemand).";
+  login.roles = {kPortalRole};
+
+  std::vector<SettingSpec> specs = {users, host,      login, chain,   key,
+                                    site,  site_host, title, cluster, ComputeNetworkSetting()};
   for (auto& spec : SharedNfsSettings()) specs.push_back(spec);
   // The service template sets it to the workers' max_vms.
   specs.push_back(MaxNodesSetting(kPortalRole));

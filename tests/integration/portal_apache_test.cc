@@ -1,16 +1,18 @@
 // The portal's login on the real Debian Apache: a forked child enters private mount and
 // network namespaces (only 127.0.0.1, a tmpfs copy of /etc, tmpfs over /run and Apache's
 // state), creates local accounts with the real useradd and chpasswd, runs the role's own code
-// (certificate, pwauth's PAM stack, the users file, a2enmod, ood_portal.yml), builds
-// the virtual host from ood_portal.yml the way Open OnDemand's generator does (ssl lines and
+// (certificate, pwauth's PAM stack, the users file, a2enmod, the session key and Lua file,
+// ood_portal.yml), builds the virtual host from ood_portal.yml with the stand-in of Open
+// OnDemand's generator (tests/fakes/ood_portal_generator.h: ssl lines and
 // custom_vhost_directives in the <VirtualHost *:443>, auth lines in the protected <Location>),
-// starts apache2 and logs in with curl. Nothing on the host is read for writing or changed. Root
-// only.
+// starts apache2 and logs in with curl: the login form with its session (the default), and
+// HTTP Basic (the opt-in). Nothing on the host is read for writing or changed. Root only.
 #include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sched.h>
 #include <sys/mount.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
@@ -75,7 +77,8 @@ Command Cmd60(std::vector<std::string> argv) {
 // "PASS what" or "FAIL what: detail" to `report`.
 class Child {
  public:
-  explicit Child(std::string dir) : dir_(std::move(dir)), report_(dir_ + "/report") {}
+  Child(std::string dir, ood::PortalLogin login)
+      : dir_(std::move(dir)), report_(dir_ + "/report"), login_(login) {}
 
   int Run() {
     if (::unshare(CLONE_NEWNS | CLONE_NEWNET) != 0) return Bad("unshare"), 2;
@@ -126,7 +129,11 @@ class Child {
           Slurp("/var/log/apache2/error.log"));
       return 1;
     }
-    Checks();
+    if (login_.kind == ood::LoginKind::kBasic) {
+      BasicChecks();
+    } else {
+      FormChecks();
+    }
     runner_.Run(Cmd60({"apache2ctl", "stop"}));
     return 0;
   }
@@ -162,8 +169,8 @@ class Child {
       return s;
     std::vector<ood::LocalUser> users = {ood::LocalUser{"alice", kAlicePw},
                                          ood::LocalUser{"bob", kBobPw}};
-    if (auto s = ood::EnsurePortalLogin(env, users); !s) return s;
-    return ood::WriteOodConfig(env, kServer, {});
+    if (auto s = ood::EnsurePortalLogin(env, users, login_); !s) return s;
+    return ood::WriteOodConfig(env, kServer, login_, {});
   }
 
   // What ood-portal-generator makes of ood_portal.yml (the stand-in of
@@ -220,7 +227,7 @@ class Child {
     return a;
   }
 
-  void Checks() {
+  void BasicChecks() {
     auto anon = Get("", "");
     Check(anon.curl_exit == 0 && anon.code == "401",
           "HTTPS answers with the role's certificate (curl trusts only it); no credentials: 401",
@@ -249,8 +256,223 @@ class Child {
     Check(unlocked.code == "200", "faillock --reset lets bob in again", "HTTP " + unlocked.code);
   }
 
+  // ---- the login form and its session
+
+  // One request with the cookie jar; `form` (name=value lines) goes in a curl config on stdin
+  // (never on the command line). The answer's code, its Location and its headers.
+  struct Reply {
+    std::string code;
+    std::string location;
+    std::string headers;
+    std::string body;
+    double seconds = 0;
+  };
+  Reply Request(const std::string& path, const std::vector<std::string>& form = {},
+                bool jar = true) {
+    Command c;
+    c.argv = {"curl",       "-sS",
+              "--max-time", "30",
+              "--cacert",   fmt::format("{}/{}.crt", ood::kOodSslDir, kServer),
+              "-o",         dir_ + "/body",
+              "-D",         dir_ + "/headers",
+              "-w",         "%{http_code} %{redirect_url}",
+              "-K",         "-"};
+    if (jar) {
+      c.argv.insert(c.argv.end(), {"-b", dir_ + "/jar", "-c", dir_ + "/jar"});
+    }
+    c.argv.push_back(fmt::format("https://{}{}", kServer, path));
+    for (const auto& f : form) c.stdin_data += fmt::format("data-urlencode = \"{}\"\n", f);
+    c.timeout = Duration(40000);
+    auto t0 = std::chrono::steady_clock::now();
+    auto r = runner_.Run(c);
+    Reply a;
+    a.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (r) {
+      std::istringstream out(r->out);
+      out >> a.code >> a.location;
+    }
+    a.headers = Slurp(dir_ + "/headers");
+    a.body = Slurp(dir_ + "/body");
+    fs::remove(dir_ + "/body");
+    fs::remove(dir_ + "/headers");
+    return a;
+  }
+  Reply LogIn(const std::string& user, const std::string& password) {
+    return Request(ood::kLoginCheck, {"httpd_username=" + user, "httpd_password=" + password});
+  }
+  static bool RedirectsTo(const Reply& r, const std::string& path) {
+    return r.code.size() == 3 && r.code[0] == '3' &&
+           r.location == fmt::format("https://{}{}", kServer, path);
+  }
+  std::string Jar() { return Slurp(dir_ + "/jar"); }
+  // The session cookie's value in the jar ("" = none).
+  std::string CookieValue() {
+    std::istringstream in(Jar());
+    std::string line;
+    std::string value;
+    while (std::getline(in, line)) {
+      if (line.find(std::string("\t") + ood::kSessionCookie + "\t") == std::string::npos) continue;
+      value = line.substr(line.rfind('\t') + 1);
+    }
+    return value;
+  }
+  // No session in the jar: the dashboard sends to the login page.
+  bool NoSession() { return RedirectsTo(Request("/pun/sys/dashboard/"), ood::kLoginPage); }
+  static std::string Show(const Reply& r) {
+    return fmt::format("HTTP {} -> '{}' in {:.2f} s", r.code, r.location, r.seconds);
+  }
+
+  void FormChecks() {
+    const std::string dashboard = "/pun/sys/dashboard/";
+    const std::string login = ood::kLoginPage;
+    struct stat st {};
+    Check(::stat(ood::kSessionKeyFile, &st) == 0 && (st.st_mode & 0777) == 0600 && st.st_uid == 0,
+          "the session key is root's, mode 0600, and Apache started with it");
+
+    auto anon = Request(dashboard);
+    Check(RedirectsTo(anon, login),
+          "HTTPS with the role's certificate; no session: the dashboard sends to the login page",
+          Show(anon));
+    auto page = Request(login);
+    Check(page.code == "200" && page.body.find("name=\"httpd_password\"") != std::string::npos &&
+              page.body.find(ood::kLoginCheck) != std::string::npos &&
+              page.headers.find("Cache-Control: no-store") != std::string::npos,
+          "the login page is a form posting to the login check, never cached", Show(page));
+
+    auto wrong = LogIn("alice", "Not-her-password");
+    Check(RedirectsTo(wrong, login + "?failed") && NoSession(),
+          "a wrong password: back to the login page (?failed), no session", Show(wrong));
+    Check(wrong.seconds >= 1.5, "a wrong password is slowed (>= 1.5 s)", Show(wrong));
+
+    fs::remove(dir_ + "/jar");
+    auto in = LogIn("alice", kAlicePw);
+    const std::string cookie = CookieValue();
+    Check(RedirectsTo(in, ood::kLoginStamp) && !cookie.empty(),
+          "a listed user's right password: a session cookie, then the login stamp", Show(in));
+    Check(in.headers.find("Secure") != std::string::npos &&
+              in.headers.find("HttpOnly") != std::string::npos &&
+              in.headers.find("SameSite=Lax") != std::string::npos,
+          "the session cookie is Secure, HttpOnly, SameSite=Lax", in.headers);
+    Check(cookie.find("alice") == std::string::npos && cookie.find(kAlicePw) == std::string::npos &&
+              cookie.size() > 60,
+          "the cookie is encrypted: neither the name nor the password shows", cookie);
+    auto stamp = Request(ood::kLoginStamp);
+    Check(stamp.code == "200", "the login stamp answers", Show(stamp));
+    auto dash = Request(dashboard);
+    Check(dash.code == "200" && dash.body.find(kMarker) != std::string::npos,
+          "with the session the dashboard answers, without the password being sent again",
+          Show(dash) + Slurp("/var/log/apache2/error.log"));
+    Check(dash.headers.find("Path=/pun") == std::string::npos,
+          "Open OnDemand's cookie-path rewrite in /pun leaves the session cookie at path /",
+          dash.headers);
+
+    // An altered cookie is no session (one character changed, at 8 places).
+    const std::string saved = Jar();
+    const std::string current = CookieValue();  // re-encrypted at each request
+    const size_t at = current.empty() ? std::string::npos : saved.rfind(current);
+    int accepted = 0;
+    for (size_t i = 1; i <= 8 && at != std::string::npos; ++i) {
+      std::string forged = saved;
+      char& c = forged[at + i * (current.size() - 1) / 9];
+      c = c == 'A' ? 'B' : 'A';
+      WriteFile(dir_ + "/jar", forged);
+      if (Request(dashboard).code == "200") ++accepted;
+    }
+    WriteFile(dir_ + "/jar", saved);
+    Check(at != std::string::npos && accepted == 0,
+          "a session cookie altered in any of 8 places is refused",
+          fmt::format("{} of 8 accepted", accepted));
+
+    // The login time is given once: the stamp called again later renews nothing.
+    auto login_cookie = [this] {
+      std::istringstream jar(Jar());
+      std::string line;
+      std::string value;
+      while (std::getline(jar, line)) {
+        if (line.find(std::string("\t") + ood::kLoginCookie + "\t") != std::string::npos) {
+          value = line.substr(line.rfind('\t') + 1);
+        }
+      }
+      return value;
+    };
+    const std::string first = login_cookie();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+    auto restamp = Request(ood::kLoginStamp);
+    Check(!first.empty() && restamp.code == "200" && login_cookie() == first,
+          "the login stamp called again later keeps the login time",
+          first + " / " + login_cookie());
+
+    // Logout: the dashboard's /logout ends the session.
+    auto out = Request("/logout");
+    Check(RedirectsTo(out, ood::kLogoutLocation), "/logout goes to the portal's logout", Show(out));
+    auto bye = Request(ood::kLogoutLocation);
+    Check(RedirectsTo(bye, login + "?out"), "the logout ends the session and says so", Show(bye));
+    auto after = Request(dashboard);
+    Check(RedirectsTo(after, login), "after the logout the dashboard sends to the login page",
+          Show(after));
+
+    // Refused: an unlisted account, root, and guessing locks out.
+    fs::remove(dir_ + "/jar");
+    auto mallory = LogIn("mallory", kMalloryPw);
+    Check(RedirectsTo(mallory, login + "?failed") && NoSession(),
+          "an unlisted local account is refused with its right password", Show(mallory));
+    auto root = LogIn("root", kBobPw);
+    Check(RedirectsTo(root, login + "?failed") && NoSession(),
+          "root is refused with its right password", Show(root));
+    for (int i = 0; i < ood::kLoginDeny; ++i) LogIn("bob", "guess-" + std::to_string(i));
+    auto locked = LogIn("bob", kBobPw);
+    Check(RedirectsTo(locked, login + "?failed") && NoSession(),
+          fmt::format("after {} wrong passwords bob is locked out, even with the right one",
+                      ood::kLoginDeny),
+          Show(locked));
+    Cmd({"faillock", "--user", "bob", "--reset"});
+    auto unlocked = LogIn("bob", kBobPw);
+    Check(RedirectsTo(unlocked, ood::kLoginStamp), "faillock --reset lets bob in again",
+          Show(unlocked));
+
+    // The idle limit: no request for longer than it ends the session.
+    Request(ood::kLoginStamp);
+    std::this_thread::sleep_for(std::chrono::seconds(login_.idle_seconds + 2));
+    auto idle = Request(dashboard);
+    Check(
+        RedirectsTo(idle, login),
+        fmt::format("after {} s without a request the session has ended", login_.idle_seconds + 2),
+        Show(idle));
+
+    // The lifetime: a request every second keeps the session from idling; the login time
+    // ends it all the same (os.time() counts whole seconds: not before lifetime - 1 s).
+    fs::remove(dir_ + "/jar");
+    const auto t0 = std::chrono::steady_clock::now();
+    LogIn("alice", kAlicePw);
+    Request(ood::kLoginStamp);
+    Reply end;
+    double ended = -1;
+    int answered = 0;
+    while (std::chrono::steady_clock::now() - t0 <
+           std::chrono::seconds(login_.lifetime_seconds + 3)) {
+      end = Request(dashboard);
+      if (end.code != "200") {
+        ended = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        break;
+      }
+      ++answered;
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+    }
+    Check(RedirectsTo(end, ood::kExpiredLocation) && ended >= login_.lifetime_seconds - 1,
+          fmt::format("an active session (a request a second) is ended {} s after the login, "
+                      "not before",
+                      login_.lifetime_seconds),
+          fmt::format("{} requests answered, then {} at {:.1f} s", answered, Show(end), ended));
+    auto again = Request(ood::kExpiredLocation);
+    auto gone = Request(dashboard);
+    Check(RedirectsTo(again, login + "?expired") && RedirectsTo(gone, login),
+          "the login page says the session ended, and the session is gone",
+          Show(again) + " / " + Show(gone));
+  }
+
   std::string dir_;
   std::string report_;
+  ood::PortalLogin login_;
   RealProcessRunner runner_;
 };
 
@@ -276,13 +498,14 @@ class PortalApacheTest : public ::testing::Test {
   std::string dir_;
 };
 
-TEST_F(PortalApacheTest, ListedUsersLogInOthersAreRefusedAndGuessingLocksOut) {
+// Runs the child with `login` and checks that it made `expected` checks, all passed.
+void RunChild(const std::string& dir, const ood::PortalLogin& login, size_t expected) {
   pid_t pid = ::fork();
   ASSERT_GE(pid, 0);
-  if (pid == 0) ::_exit(Child(dir_).Run());
+  if (pid == 0) ::_exit(Child(dir, login).Run());
   int status = 0;
   ::waitpid(pid, &status, 0);
-  const std::string report = Slurp(dir_ + "/report");
+  const std::string report = Slurp(dir + "/report");
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << report;
   EXPECT_THAT(report, Not(HasSubstr("FAIL"))) << report;
   size_t passes = 0;
@@ -290,8 +513,19 @@ TEST_F(PortalApacheTest, ListedUsersLogInOthersAreRefusedAndGuessingLocksOut) {
        at = report.find("PASS ", at + 1)) {
     ++passes;
   }
-  EXPECT_EQ(passes, 9u) << report;
+  EXPECT_EQ(passes, expected) << report;
   std::cout << report;
+}
+
+TEST_F(PortalApacheTest, TheLoginFormKeepsAnEncryptedSessionThatIdlesExpiresAndLogsOut) {
+  ood::PortalLogin login;  // the default, with limits a test can wait for
+  login.idle_seconds = 4;
+  login.lifetime_seconds = 10;
+  RunChild(dir_, login, 24);
+}
+
+TEST_F(PortalApacheTest, BasicOptInListedUsersLogInOthersAreRefusedAndGuessingLocksOut) {
+  RunChild(dir_, ood::PortalLoginFrom(ood::kLoginBasic), 9);
 }
 
 }  // namespace

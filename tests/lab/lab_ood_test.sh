@@ -312,6 +312,13 @@ phase1_up() {
         eq "$(P stat -c %a:%U:%G /usr/sbin/pwauth)" "4750:root:www-data"
     check "portal: mod_ssl and mod_authnz_external enabled" \
         P test -e /etc/apache2/mods-enabled/ssl.load -a -e /etc/apache2/mods-enabled/authnz_external.load
+    # The default login (ONEAPP_PORTAL_LOGIN=form): its modules and its two keys.
+    check "portal: the login form's modules enabled (auth_form, session_crypto, authn_socache)" \
+        P test -e /etc/apache2/mods-enabled/auth_form.load -a -e /etc/apache2/mods-enabled/session_crypto.load \
+            -a -e /etc/apache2/mods-enabled/authn_socache.load
+    check "portal: the session key is root's (600), the login stamp key Apache's workers' (640 root:www-data)" \
+        eq "$(P stat -c %a:%U:%G /etc/one-hpc/portal-session.key /etc/one-hpc/portal-stamp.key | tr '\n' ' ')" \
+            "600:root:root 640:root:www-data "
     # The lab's image has no Open OnDemand (OSC's repository is not reachable here): the portal
     # says so in OneGate and in `one-hpc status`, and leaves Apache alone.
     check "portal: published OOD_PORTAL (absent: no Open OnDemand in this image)" \

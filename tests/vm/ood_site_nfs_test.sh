@@ -46,7 +46,9 @@ STO_IP=$NET.11 PORTAL_IP=$NET.12 SITE_IP=$NET.30
 SITE_EXPORT=/srv/homes
 HOME_NFS=("ONEAPP_HOME_NFS_ENABLED=YES" "ONEAPP_HOME_NFS_SERVER=$SITE_IP"
           "ONEAPP_HOME_NFS_EXPORT=$SITE_EXPORT")
-PORTAL_CTX=("ONEAPP_NFS_HOST=$STO_IP" "ONEAPP_AUTH_LOCAL_USERS=alice:alicepass1" "${HOME_NFS[@]}")
+# HTTP Basic (the opt-in): the checks below log in with curl -u.
+PORTAL_CTX=("ONEAPP_NFS_HOST=$STO_IP" "ONEAPP_AUTH_LOCAL_USERS=alice:alicepass1" "ONEAPP_PORTAL_LOGIN=basic"
+            "${HOME_NFS[@]}")
 
 vm_lab open-ondemand "$NET"
 
@@ -184,7 +186,7 @@ if [ -n "$uid" ] && [ "$out" = "$uid 700" ]; then
     pass "alice's home is on the site's server ($SITE_IP:$SITE_EXPORT/alice), owned by her uid $uid, mode 0700"
 else fail "alice's home is on the site's server, owned by her uid, mode 0700" "uid '$uid', stat '$out'"; fi
 
-# ---- issue 15: the portal's login on the image's Apache, pwauth and PAM stack ---------------------
+# ---- issue 15: the portal's login (HTTP Basic, ONEAPP_PORTAL_LOGIN=basic) on the image's Apache, pwauth, PAM
 # Open OnDemand's own packages are not in the image (OSC's repository is unreachable), so the
 # virtual host comes from the stand-in of its generator, run on the host with the VM's
 # ood_portal.yml; the certificate, the PAM stack, the users file and the modules are the role's.

@@ -43,19 +43,48 @@ TEST(OodYamlTest, PortalParsesBackWithTheExpectedValues) {
             "/usr/libexec/one-hpc/one-hpc-home-create");
   EXPECT_EQ(doc["node_uri"].as<std::string>(), "/node");
   EXPECT_EQ(doc["user_map_match"].as<std::string>(), "^([^@]+)$");
+  EXPECT_EQ(Keys(doc),
+            (std::set<std::string>{"servername", "port", "ssl", "host_regex", "node_uri",
+                                   "rnode_uri", "user_map_match", "pun_pre_hook_root_cmd", "auth",
+                                   "custom_vhost_directives", "logout_redirect"}));
+  // The default login: the form, its session, the lifetime check in every protected location.
+  ASSERT_GE(doc["auth"].size(), 2u);
+  EXPECT_EQ(doc["auth"][0].as<std::string>(), "AuthType form");
+  EXPECT_EQ(doc["auth"][1].as<std::string>(), "AuthName \"Open OnDemand\"");
+  std::vector<std::string> auth;
+  for (const auto& line : doc["auth"]) auth.push_back(line.as<std::string>());
+  EXPECT_THAT(auth, ::testing::Contains("AuthFormLoginRequiredLocation \"/one-hpc/login\""));
+  EXPECT_THAT(auth, ::testing::Contains("LuaHookFixups /etc/one-hpc/portal-login.lua check"));
+  EXPECT_EQ(auth.back(), "LuaHookFixups /etc/one-hpc/portal-login.lua check");
+  std::vector<std::string> vhost;
+  for (const auto& line : doc["custom_vhost_directives"]) vhost.push_back(line.as<std::string>());
+  EXPECT_EQ(vhost.front(), "DefineExternalAuth pwauth pipe /usr/sbin/pwauth");
+  EXPECT_THAT(vhost, ::testing::Contains("Session On"));
+  EXPECT_THAT(vhost, ::testing::Contains("SessionCookieName onehpc_session "
+                                         "path=/;Secure;HttpOnly;SameSite=Lax"));
+  EXPECT_THAT(vhost,
+              ::testing::Contains("SessionCryptoPassphraseFile /etc/one-hpc/portal-session.key"));
+  EXPECT_THAT(vhost, ::testing::Contains("SessionMaxAge 3600"));
+  EXPECT_EQ(doc["logout_redirect"].as<std::string>(), "/one-hpc/logout");
+}
+
+TEST(OodYamlTest, BasicIsTheOptIn) {
+  PortalYamlInput in;
+  in.servername = "ood.example.org";
+  in.login = PortalLoginFrom("basic");
+  auto text = RenderPortalYaml(in);
+  ASSERT_TRUE(text) << text.error().message;
+  YAML::Node doc = YAML::Load(*text);
   ASSERT_EQ(doc["auth"].size(), 5u);
   EXPECT_EQ(doc["auth"][0].as<std::string>(), "AuthType Basic");
   EXPECT_EQ(doc["auth"][1].as<std::string>(), "AuthName \"Open OnDemand\"");
   EXPECT_EQ(doc["auth"][2].as<std::string>(), "AuthBasicProvider external");
   EXPECT_EQ(doc["auth"][3].as<std::string>(), "AuthExternal pwauth");
   EXPECT_EQ(doc["auth"][4].as<std::string>(), "Require valid-user");
-  EXPECT_EQ(Keys(doc),
-            (std::set<std::string>{"servername", "port", "ssl", "host_regex", "node_uri",
-                                   "rnode_uri", "user_map_match", "pun_pre_hook_root_cmd", "auth",
-                                   "custom_vhost_directives", "logout_redirect"}));
   ASSERT_EQ(doc["custom_vhost_directives"].size(), 1u);
   EXPECT_EQ(doc["custom_vhost_directives"][0].as<std::string>(),
             "DefineExternalAuth pwauth pipe /usr/sbin/pwauth");
+  EXPECT_EQ(doc["logout_redirect"].as<std::string>(), "/pun/sys/dashboard/logout");
 }
 
 // Open OnDemand's Apache configuration embeds host_regex as

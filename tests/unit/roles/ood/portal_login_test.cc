@@ -36,13 +36,14 @@ class PortalLoginTest : public ::testing::Test {
   }
   Status Run() {
     RoleRun run(m_, *role_, {{"ETH0_IP", "10.0.1.23"}, {kNfsHost, "10.0.1.5"}}, nullptr);
-    auto s = EnsurePortalLogin(*run.env, users_);
+    auto s = EnsurePortalLogin(*run.env, users_, login_);
     changes_ = run.Changes();
     return s;
   }
   FakeMachine m_;
   std::unique_ptr<Role> role_ = MakePortalRole();
   std::vector<LocalUser> users_;
+  PortalLogin login_;
   std::vector<std::string> changes_;
 };
 
@@ -55,15 +56,45 @@ TEST_F(PortalLoginTest, ListedUsersPamStackAndModulesOnceThenNothing) {
   EXPECT_THAT(pam, HasSubstr("pam_faillock.so preauth silent deny=5"));
   EXPECT_THAT(pam, HasSubstr("[success=1 default=bad] pam_unix.so\n"));
   EXPECT_THAT(m_.Changes(),
-              ElementsAre("a2enmod -q ssl socache_shmcb authnz_external rewrite lua proxy "
-                          "proxy_http proxy_wstunnel"));
+              ::testing::Contains("a2enmod -q ssl socache_shmcb authnz_external rewrite lua proxy "
+                                  "proxy_http proxy_wstunnel auth_form session session_cookie "
+                                  "session_crypto request authn_socache"));
+  // The form's keys: 64 hex digits each, made once, different, the session's root only.
+  const std::string session_key = m_.Read(kSessionKeyFile);
+  const std::string stamp_key = m_.Read(kStampKeyFile);
+  EXPECT_THAT(session_key, ::testing::MatchesRegex("[0-9a-f]{64}\n"));
+  EXPECT_THAT(stamp_key, ::testing::MatchesRegex("[0-9a-f]{64}\n"));
+  EXPECT_NE(session_key, stamp_key);
+  EXPECT_EQ(m_.Mode(kSessionKeyFile), 0600u);
+  EXPECT_EQ(m_.Mode(kStampKeyFile), 0640u);
+  EXPECT_THAT(m_.Read(kLoginLuaFile), HasSubstr("local LIFETIME = 36000\n"));
   ASSERT_TRUE(Run());
   EXPECT_TRUE(changes_.empty()) << ::testing::PrintToString(changes_);
+  EXPECT_EQ(m_.Read(kSessionKeyFile), session_key) << "a new key would end every session";
   // A user removed from the list can no longer log in.
   users_.pop_back();
   ASSERT_TRUE(Run());
   EXPECT_THAT(changes_, ElementsAre("write /etc/one-hpc/portal-users"));
   EXPECT_EQ(m_.Read(kPortalUsersFile), "alice\n");
+}
+
+TEST_F(PortalLoginTest, BasicOptInNeedsNoSessionModulesAndMakesNoKeys) {
+  login_ = PortalLoginFrom(kLoginBasic);
+  for (const char* m : {"auth_form", "session_crypto"}) {
+    std::filesystem::remove(m_.root + "/etc/apache2/mods-available/" + m + ".load");
+  }
+  ASSERT_TRUE(Run());
+  EXPECT_FALSE(m_.Exists(kSessionKeyFile));
+  EXPECT_FALSE(m_.Exists(kLoginLuaFile));
+  EXPECT_THAT(m_.Changes(), ::testing::Contains("a2enmod -q ssl socache_shmcb authnz_external "
+                                                "rewrite lua proxy proxy_http proxy_wstunnel"));
+}
+
+TEST_F(PortalLoginTest, AHandEditedShortKeyIsReplaced) {
+  // A key too short to be one-hpc's is replaced, as a missing one.
+  m_.Write(kSessionKeyFile, "short\n");
+  ASSERT_TRUE(Run());
+  EXPECT_THAT(m_.Read(kSessionKeyFile), ::testing::MatchesRegex("[0-9a-f]{64}\n"));
 }
 
 TEST_F(PortalLoginTest, AMissingModuleNamesThePackages) {
