@@ -22,6 +22,7 @@
 #include "roles/boot_context.h"
 #include "roles/configure.h"
 #include "roles/dispatcher.h"
+#include "roles/names.h"
 #include "roles/nfs/exports.h"
 #include "roles/os/block_devices.h"
 #include "roles/os/files.h"
@@ -352,6 +353,11 @@ int CmdReconcile(const CommonOptions& options) {
   }
   RealProcessRunner runner;
   ReconcileOptions reconcile;
+  // The Open OnDemand portal proxies to its workers by name: their block of /etc/hosts.
+  Files files(options.root);
+  if (auto role = ChooseRole(context->vars, nullptr); role && role->name == ood::kPortalRole) {
+    reconcile.files = &files;
+  }
   return ReconcileExitCode(RunReconcile(reconcile, **onegate, runner, SystemClock()));
 }
 

@@ -21,6 +21,7 @@ class CurlHandle {
   CurlHandle() : curl_(curl_easy_init()) { error_[0] = '\0'; }
   ~CurlHandle() {
     if (headers_) curl_slist_free_all(headers_);
+    if (resolve_) curl_slist_free_all(resolve_);
     if (curl_) curl_easy_cleanup(curl_);
   }
   CurlHandle(const CurlHandle&) = delete;
@@ -32,13 +33,11 @@ class CurlHandle {
   char* error_buffer_for_curl() { return error_; }
 
   /// Appends a header line; false when out of memory.
-  bool AddHeader(const std::string& line) {
-    curl_slist* next = curl_slist_append(headers_, line.c_str());
-    if (!next) return false;
-    headers_ = next;
-    return true;
-  }
+  bool AddHeader(const std::string& line) { return Append(headers_, line); }
   curl_slist* headers() { return headers_; }
+  /// One CURLOPT_RESOLVE entry; false when out of memory.
+  bool AddResolve(const std::string& entry) { return Append(resolve_, entry); }
+  curl_slist* resolve() { return resolve_; }
 
   template <typename T>
   CURLcode Set(CURLoption option, T value) {
@@ -46,8 +45,16 @@ class CurlHandle {
   }
 
  private:
+  static bool Append(curl_slist*& list, const std::string& line) {
+    curl_slist* next = curl_slist_append(list, line.c_str());
+    if (!next) return false;
+    list = next;
+    return true;
+  }
+
   CURL* curl_;
   curl_slist* headers_ = nullptr;
+  curl_slist* resolve_ = nullptr;
   char error_[CURL_ERROR_SIZE];
 };
 
@@ -132,6 +139,17 @@ Result<HttpResponse> CurlTransport::Send(const HttpRequest& request) {
     set(h.Set(CURLOPT_POSTFIELDS, request.body.data()));
     set(h.Set(CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(request.body.size())));
     if (request.method != "POST") set(h.Set(CURLOPT_CUSTOMREQUEST, request.method.c_str()));
+  }
+  if (!request.ca_file.empty()) {
+    // That file alone: no CA directory besides it.
+    set(h.Set(CURLOPT_CAINFO, request.ca_file.c_str()));
+    set(h.Set(CURLOPT_CAPATH, static_cast<const char*>(nullptr)));
+  }
+  if (!request.resolve.empty()) {
+    if (HasLineBreak(request.resolve) || !h.AddResolve(request.resolve)) {
+      return Fail(ErrorKind::kInvalidInput, what + ": bad resolve entry");
+    }
+    set(h.Set(CURLOPT_RESOLVE, h.resolve()));
   }
   if (setup != CURLE_OK) {
     return Fail(ErrorKind::kInternal, what + ": setting up curl: " + curl_easy_strerror(setup));

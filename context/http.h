@@ -22,6 +22,12 @@ struct HttpRequest {
   Duration total_timeout{10000};
   /// Larger responses fail (kNetwork) instead of filling memory.
   std::size_t max_response_bytes = std::size_t{32} << 20;
+  /// HTTPS: the only certificates trusted (a PEM file, a leaf or a chain may be the anchor);
+  /// "" = the system's store.
+  std::string ca_file;
+  /// "HOST:PORT:ADDRESS": connect to ADDRESS for HOST:PORT, the name still checked and sent
+  /// (SNI, Host); "" = the system's resolver.
+  std::string resolve;
 };
 
 struct HttpResponse {

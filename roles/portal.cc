@@ -63,6 +63,13 @@ class PortalRole : public Role {
         !s) {
       return s;
     }
+    // Open OnDemand's /node and /rnode follow the workers' names (the reconciler's block of
+    // /etc/hosts): no answer from the link may stand in for a missing one.
+    if (auto s = host::EnsureNoMulticastNames(
+            env, "the portal proxies to its workers by name: no LLMNR or mDNS answer");
+        !s) {
+      return s;
+    }
     if (auto s = MountSharedFileSystems(env, *in); !s) return s;
 
     // ---- users: names and uids are kept from this VM's accounts and from the owners of
@@ -86,7 +93,8 @@ class PortalRole : public Role {
     const bool served_changed = env.plan.ChangedSince(web);
     if (auto s = ood::WriteOodConfig(env, in->servername, in->login, in->clusters); !s) return s;
     if (auto s = ood::PinInteractiveApps(env, ood::kOwnClusterId); !s) return s;
-    if (auto s = ood::ServeOpenOnDemand(env, in->servername, served_changed); !s) return s;
+    if (auto s = ood::ServeOpenOnDemand(env, in->servername, in->login.kind, served_changed); !s)
+      return s;
 
     if (auto s = PublishController(env, in->host, in->addr, *key); !s) return s;
     // Always published (OneGate cannot hold an empty value: "none" means no user), so that

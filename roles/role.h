@@ -51,6 +51,7 @@ struct RoleEnv {
   BlockDevices& block_devices;
   Mounts& mounts;
   Clock& clock;
+  HttpTransport& http;  ///< besides OneGate's own client: the portal's look at itself
   Plan& plan;
   /// Attributes to publish through OneGate in the same PUT as READY=YES, after a successful
   /// configure (nullptr: nothing is published, e.g. in tests).
@@ -65,8 +66,9 @@ struct RoleEnv {
   static RoleEnv From(const LoadedContext& context, const Settings& settings,
                       OneGateClient* onegate, const SystemAdapters& sys, Plan& plan,
                       std::vector<std::pair<std::string, std::string>>* publish = nullptr) {
-    return RoleEnv{context,           settings,   onegate,   sys.runner, sys.files, sys.systemd,
-                   sys.block_devices, sys.mounts, sys.clock, plan,       publish,   sys.exchange};
+    return RoleEnv{context,     settings,          onegate,     sys.runner, sys.files,
+                   sys.systemd, sys.block_devices, sys.mounts,  sys.clock,  sys.http,
+                   plan,        publish,           sys.exchange};
   }
 
   /// A context variable, or "" when absent.

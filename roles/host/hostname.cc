@@ -15,16 +15,17 @@ std::string Trim(std::string_view s) {
   return std::string(s.substr(b, e - b + 1));
 }
 
-std::string RenderBlock(const HostEntries& entries) {
-  std::string out = std::string(kHostsBlockBegin) + "\n";
+std::string RenderBlock(const HostEntries& entries, const HostsBlockMarkers& markers) {
+  std::string out = std::string(markers.begin) + "\n";
   for (const auto& [addr, names] : entries) out += addr + "\t" + names + "\n";
-  out += std::string(kHostsBlockEnd) + "\n";
+  out += std::string(markers.end) + "\n";
   return out;
 }
 
 }  // namespace
 
-Result<std::string> ReplaceHostsBlock(std::string_view current, const HostEntries& entries) {
+Result<std::string> ReplaceHostsBlock(std::string_view current, const HostEntries& entries,
+                                      const HostsBlockMarkers& markers) {
   std::string before_first;  // text before the first block
   std::string rest;          // text after it (other blocks dropped)
   bool seen_block = false;
@@ -38,19 +39,19 @@ Result<std::string> ReplaceHostsBlock(std::string_view current, const HostEntrie
     full += '\n';  // a last line without newline gets one
     pos = nl == std::string_view::npos ? current.size() : nl + 1;
     std::string t = Trim(line);
-    if (t == kHostsBlockBegin) {
+    if (t == markers.begin) {
       if (in_block) {
         return Fail(ErrorKind::kInvalidInput,
-                    "/etc/hosts: nested '" + std::string(kHostsBlockBegin) + "'");
+                    "/etc/hosts: nested '" + std::string(markers.begin) + "'");
       }
       in_block = true;
       seen_block = true;
       continue;
     }
-    if (t == kHostsBlockEnd) {
+    if (t == markers.end) {
       if (!in_block) {
-        return Fail(ErrorKind::kInvalidInput, "/etc/hosts: '" + std::string(kHostsBlockEnd) +
-                                                  "' without a matching begin line");
+        return Fail(ErrorKind::kInvalidInput,
+                    "/etc/hosts: '" + std::string(markers.end) + "' without a matching begin line");
       }
       in_block = false;
       continue;
@@ -59,10 +60,10 @@ Result<std::string> ReplaceHostsBlock(std::string_view current, const HostEntrie
     (seen_block ? rest : before_first) += full;
   }
   if (in_block) {
-    return Fail(ErrorKind::kInvalidInput, "/etc/hosts: '" + std::string(kHostsBlockBegin) +
+    return Fail(ErrorKind::kInvalidInput, "/etc/hosts: '" + std::string(markers.begin) +
                                               "' without an end line; fix the file by hand");
   }
-  std::string block = RenderBlock(entries);
+  std::string block = RenderBlock(entries, markers);
   if (!seen_block) return block + before_first;
   return before_first + block + rest;
 }
@@ -126,6 +127,38 @@ Status EnsureHostsBlock(RoleEnv& env, const HostEntries& entries, const std::str
     return Fail(s.error());
   }
   return Ok();
+}
+
+Status EnsureNoMulticastNames(RoleEnv& env, const std::string& why) {
+  auto changed = EnsureFile(env, kResolvedNoMulticast,
+                            "# Written by one-hpc: names come from /etc/hosts and DNS, never from\n"
+                            "# whoever on the link answers a multicast query first.\n"
+                            "[Resolve]\nLLMNR=no\nMulticastDNS=no\n",
+                            0644, std::nullopt, why);
+  if (!changed) return Fail(changed.error());
+  if (!*changed) return Ok();
+  constexpr char kResolved[] = "systemd-resolved.service";
+  auto active = env.systemd.IsActive(kResolved);
+  if (!active) return Fail(active.error());
+  if (!*active) {
+    env.plan.Keep(kResolved, "not running: it reads the drop-in when it starts");
+    return Ok();
+  }
+  return env.plan.Do(std::string("restart ") + kResolved,
+                     "it reads " + std::string(kResolvedNoMulticast) + " when it starts",
+                     [&] { return env.systemd.RestartNoBlock(kResolved); });
+}
+
+Result<bool> UpdateHostsBlock(Files& files, const std::string& path, const HostEntries& entries,
+                              const HostsBlockMarkers& markers) {
+  auto current = files.ReadIfExists(path);
+  if (!current) return Fail(current.error());
+  if (!current->has_value()) return false;
+  auto text = ReplaceHostsBlock(**current, entries, markers);
+  if (!text) return Fail(text.error().WithContext(path));
+  if (*text == **current) return false;
+  if (auto s = files.WriteAtomic(path, *text, 0644); !s) return Fail(s.error());
+  return true;
 }
 
 }  // namespace onehpc::host

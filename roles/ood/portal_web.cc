@@ -5,7 +5,9 @@
 #include <nlohmann/json.hpp>
 
 #include "common/log.h"
+#include "common/retry.h"
 #include "roles/names.h"
+#include "roles/ood/ood_yaml.h"
 #include "roles/ood/portal_login.h"
 #include "roles/role.h"
 
@@ -13,6 +15,8 @@ namespace onehpc::ood {
 namespace {
 
 constexpr Duration kGeneratorTimeout{120000};
+// Apache is started --no-block; a portal that does not answer by then is an ERROR.
+constexpr Duration kProbeDeadline{90000};
 constexpr char kSitesEnabled[] = "/etc/apache2/sites-enabled";
 constexpr char kDefaultSite[] = "000-default";
 constexpr char kPortalSiteName[] = "ood-portal";
@@ -132,7 +136,29 @@ Result<GeneratorResult> InterpretGenerator(int exit_code, const std::string& out
   }
 }
 
-Status ServeOpenOnDemand(RoleEnv& env, const std::string& servername, bool served_changed) {
+Status ProbePortal(HttpTransport& http, const std::string& servername, LoginKind login) {
+  const bool form = login == LoginKind::kForm;
+  HttpRequest request;
+  request.method = "GET";
+  request.url = fmt::format("https://{}{}", servername, form ? kLoginPage : "/pun/sys/dashboard/");
+  request.ca_file = fmt::format("{}/{}.crt", kOodSslDir, servername);
+  request.resolve = fmt::format("{}:443:127.0.0.1", servername);
+  request.connect_timeout = Duration(3000);
+  request.total_timeout = Duration(10000);
+  request.max_response_bytes = std::size_t{1} << 20;
+  auto r = http.Send(request);
+  if (!r) return Fail(r.error());
+  const bool answers =
+      form ? r->status == 200 && r->body.find("name=\"httpd_password\"") != std::string::npos
+           : r->status == 401;
+  if (answers) return Ok();
+  return Fail(ErrorKind::kNetwork,
+              fmt::format("GET {} answered HTTP {}, not the {}", request.url, r->status,
+                          form ? "login form" : "Basic login (401)"));
+}
+
+Status ServeOpenOnDemand(RoleEnv& env, const std::string& servername, LoginKind login,
+                         bool served_changed) {
   auto presence = FindOpenOnDemand(env.files);
   if (!presence) return Fail(presence.error());
   if (!presence->installed) {
@@ -160,6 +186,26 @@ Status ServeOpenOnDemand(RoleEnv& env, const std::string& servername, bool serve
                                  "Apache serves Open OnDemand");
       !s) {
     return s;
+  }
+  // READY only once the portal answers as a user meets it (a check, not a change: a plan
+  // and a second run record nothing).
+  if (!env.plan.dry_run()) {
+    const std::string what = fmt::format("the portal answers on https://{}/", servername);
+    log::Info("portal: waiting until {} [started]", what);
+    auto answered = Retry<bool>(
+        RetryPolicy::Until(kProbeDeadline), env.clock, what,
+        [](const Error& e) { return e.kind == ErrorKind::kNetwork; },
+        [&]() -> Result<bool> {
+          if (auto s = ProbePortal(env.http, servername, login); !s) return Fail(s.error());
+          return true;
+        });
+    if (!answered) {
+      log::Error("portal: {} [failed]: {}", what, answered.error().message);
+      return Fail(answered.error().WithContext(
+          "Apache runs but the portal does not answer as it should (journalctl -u apache2, "
+          "/var/log/apache2/error.log)"));
+    }
+    log::Info("portal: {} [finished]", what);
   }
   if (env.publish != nullptr) {
     env.publish->emplace_back(kAttrOpenOnDemand, ForOneGate(presence->Describe()));

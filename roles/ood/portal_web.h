@@ -9,6 +9,8 @@
 #include <string>
 
 #include "common/error.h"
+#include "context/http.h"
+#include "roles/ood/portal_login.h"
 #include "roles/os/files.h"
 
 namespace onehpc {
@@ -45,9 +47,17 @@ Result<GeneratorResult> InterpretGenerator(int exit_code, const std::string& out
 /// `served_changed` says whether one of those changed in this run. With Open OnDemand: runs
 /// the generator, enables the site (and disables Debian's default site, so that plain HTTP on
 /// any name reaches the portal's redirect), enables apache2.service and starts it, or restarts
-/// it when what it serves changed; publishes OOD_URL. Without: changes nothing of Apache and
+/// it when what it serves changed, then waits (up to 90 s) until the portal answers as a user
+/// meets it (ProbePortal); publishes OOD_URL. Without: changes nothing of Apache and
 /// publishes why in OOD_PORTAL.
-Status ServeOpenOnDemand(RoleEnv& env, const std::string& servername, bool served_changed);
+Status ServeOpenOnDemand(RoleEnv& env, const std::string& servername, LoginKind login,
+                         bool served_changed);
+
+/// One look at the portal as a user meets it: HTTPS on this VM's port 443 under the portal's
+/// name, trusting only the certificate the role installed (kOodSslDir/<name>.crt), and the
+/// login: the form's page (200 with the password field) or, with Basic, 401 on the dashboard.
+/// kNetwork while it does not answer so.
+Status ProbePortal(HttpTransport& http, const std::string& servername, LoginKind login);
 
 }  // namespace onehpc::ood
 

@@ -3,6 +3,7 @@
 #include <map>
 
 #include "common/log.h"
+#include "roles/host/address.h"
 #include "roles/names.h"
 #include "roles/slurm/slurm_client.h"
 
@@ -164,6 +165,44 @@ Result<std::map<std::string, std::string>> NodePublishers(const ServiceInfo& ser
   return names;
 }
 
+std::map<std::string, std::set<std::string>> NodeNicAddresses(const ServiceInfo& service) {
+  std::map<std::string, std::set<std::string>> out;
+  for (const auto& role : service.roles) {
+    for (const auto& node : role.nodes) {
+      if (!node.vm) continue;
+      std::string name = node.vm->Attr(slurm::kAttrNodeName);
+      size_t b = name.find_first_not_of(" \t\r\n");
+      if (b == std::string::npos) continue;
+      name = name.substr(b, name.find_last_not_of(" \t\r\n") - b + 1);
+      auto& ips = out[name];
+      for (const auto& nic : node.vm->nics) {
+        if (host::ParseIpv4(nic.ip)) ips.insert(nic.ip);
+      }
+    }
+  }
+  return out;
+}
+
+host::HostEntries WorkerHostEntries(const std::vector<slurm::SlurmNode>& nodes,
+                                    const std::map<std::string, std::set<std::string>>& nics) {
+  std::map<std::string, std::string> by_name;
+  for (const auto& node : nodes) {
+    auto vm = nics.find(node.name);
+    if (vm == nics.end() || !host::IsValidHostLabel(node.name)) continue;
+    if (!vm->second.count(node.addr)) {
+      log::Warn(
+          "reconcile: {} is not put in {}: Slurm's NodeAddr {} is no address of the VM that "
+          "publishes the name",
+          node.name, "/etc/hosts", node.addr.empty() ? "(none)" : node.addr);
+      continue;
+    }
+    by_name[node.name] = node.addr;
+  }
+  host::HostEntries entries;
+  for (const auto& [name, addr] : by_name) entries.emplace_back(addr, name);
+  return entries;
+}
+
 Result<ReconcileReport> RunReconcile(const ReconcileOptions& options, OneGateClient& onegate,
                                      ProcessRunner& runner, Clock& clock) {
   const TimePoint start = clock.Now();
@@ -203,6 +242,22 @@ Result<ReconcileReport> RunReconcile(const ReconcileOptions& options, OneGateCli
   if (!jobs) {
     finish();
     return Fail(jobs.error().WithContext("reconcile: reading the running jobs"));
+  }
+
+  if (options.files != nullptr) {
+    host::HostEntries entries = WorkerHostEntries(*nodes, NodeNicAddresses(*service));
+    report.worker_hosts = static_cast<int>(entries.size());
+    if (!options.dry_run) {
+      auto written =
+          host::UpdateHostsBlock(*options.files, options.hosts_file, entries, host::kWorkersBlock);
+      if (!written) {
+        log::Warn("reconcile: cannot update the workers' names in {}: {}", options.hosts_file,
+                  written.error().message);
+      } else if (*written) {
+        report.hosts_changed = true;
+        log::Info("reconcile: {} now names {} worker(s)", options.hosts_file, entries.size());
+      }
+    }
   }
 
   static const std::vector<std::string> kNoJobs;

@@ -11,6 +11,11 @@
 // (GET /service?extended=true), `scontrol -o show nodes` and `squeue` once each, one scontrol
 // call per node it changes, and — only if it changed something — one more
 // `scontrol -o show nodes` to verify (exit codes lie). Every call has a timeout.
+//
+// On the Open OnDemand portal it also keeps the workers' names in /etc/hosts (a block of its
+// own), from what it has already read: a node name published by a VM of the service, at the
+// address Slurm has for it (NodeAddr), when that address is one of that VM's NICs in OneGate.
+// The portal's /node and /rnode proxies then reach exactly the service's workers by name.
 #ifndef ONEHPC_ROLES_SLURM_RECONCILE_H_
 #define ONEHPC_ROLES_SLURM_RECONCILE_H_
 
@@ -22,6 +27,8 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "context/onegate.h"
+#include "roles/host/hostname.h"
+#include "roles/os/files.h"
 #include "roles/os/process.h"
 #include "roles/slurm/nodes.h"
 
@@ -37,6 +44,9 @@ struct ReconcileOptions {
   /// cycle.
   Duration budget{25000};
   bool dry_run = false;  ///< decide and log, change nothing
+  /// With a file system: the workers' block of `hosts_file` is kept current (the portal).
+  Files* files = nullptr;
+  std::string hosts_file = "/etc/hosts";
 };
 
 /// What the reconciler decided for one registered node.
@@ -64,7 +74,9 @@ struct ReconcileReport {
   std::vector<ReconcileDecision> decisions;
   int published_names = 0;
   int onegate_requests = 0;  ///< requests this cycle sent (attempts, including retries)
-  int slurm_calls = 0;       ///< scontrol/squeue processes this cycle started
+  int worker_hosts = -1;     ///< entries of the workers' hosts block (-1 = not written)
+  bool hosts_changed = false;
+  int slurm_calls = 0;  ///< scontrol/squeue processes this cycle started
 
   /// Decisions with this action (whether or not the change worked).
   int Count(ReconcileDecision::Action action) const;
@@ -86,6 +98,14 @@ ReconcileDecision DecideNode(const slurm::SlurmNode& node, const std::set<std::s
 Result<std::set<std::string>> PublishedNodeNames(const ServiceInfo& service);
 /// The same, with the VM that publishes each name ("VM 12 (worker_0)").
 Result<std::map<std::string, std::string>> NodePublishers(const ServiceInfo& service);
+
+/// Each published node name → the IPv4 addresses of the NICs of the VM that publishes it.
+std::map<std::string, std::set<std::string>> NodeNicAddresses(const ServiceInfo& service);
+/// The workers' hosts entries (address, name), by name: the Slurm nodes whose name a VM of the
+/// service publishes, whose NodeAddr is one of that VM's addresses and whose name is a valid
+/// host label. Anything else is left out (and logged by the caller).
+host::HostEntries WorkerHostEntries(const std::vector<slurm::SlurmNode>& nodes,
+                                    const std::map<std::string, std::set<std::string>>& nics);
 
 /// One reconcile cycle; logs one line per decision with its reason and a summary line.
 /// Returns an error only when Slurm's state cannot be read (slurmctld down, squeue failed);

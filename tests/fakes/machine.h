@@ -118,7 +118,8 @@ class FakeMachine {
   std::set<std::string> active;
   FakeBlockDevices block_devices;
   FakeMounts mounts;
-  NoHttp http;
+  /// Scripted answers (none by default: every request fails, as NoHttp).
+  ScriptedTransport http;
   /// The adapters of this machine, as a run gets them.
   SystemAdapters Adapters() {
     return {runner, *files, systemd, block_devices, mounts, clock, http};

@@ -24,10 +24,12 @@
 #include <sstream>
 #include <thread>
 
+#include "common/base64.h"
 #include "common/clock.h"
 #include "roles/ood/certificate.h"
 #include "roles/ood/ood_yaml.h"
 #include "roles/ood/portal_login.h"
+#include "roles/ood/portal_web.h"
 #include "roles/ood/settings.h"
 #include "roles/os/files.h"
 #include "roles/os/process.h"
@@ -77,8 +79,8 @@ Command Cmd60(std::vector<std::string> argv) {
 // "PASS what" or "FAIL what: detail" to `report`.
 class Child {
  public:
-  Child(std::string dir, ood::PortalLogin login)
-      : dir_(std::move(dir)), report_(dir_ + "/report"), login_(login) {}
+  Child(std::string dir, ood::PortalLogin login, bool browser = false)
+      : dir_(std::move(dir)), report_(dir_ + "/report"), login_(login), browser_(browser) {}
 
   int Run() {
     if (::unshare(CLONE_NEWNS | CLONE_NEWNET) != 0) return Bad("unshare"), 2;
@@ -129,7 +131,9 @@ class Child {
           Slurp("/var/log/apache2/error.log"));
       return 1;
     }
-    if (login_.kind == ood::LoginKind::kBasic) {
+    if (browser_) {
+      BrowserChecks();
+    } else if (login_.kind == ood::LoginKind::kBasic) {
       BasicChecks();
     } else {
       FormChecks();
@@ -228,6 +232,11 @@ class Child {
   }
 
   void BasicChecks() {
+    CurlTransport curl;
+    auto probe = ood::ProbePortal(curl, kServer, ood::LoginKind::kBasic);
+    Check(probe.has_value(),
+          "the role's READY probe (libcurl, the role's certificate alone) finds the Basic login",
+          probe ? "" : probe.error().message);
     auto anon = Get("", "");
     Check(anon.curl_exit == 0 && anon.code == "401",
           "HTTPS answers with the role's certificate (curl trusts only it); no credentials: 401",
@@ -328,6 +337,12 @@ class Child {
     struct stat st {};
     Check(::stat(ood::kSessionKeyFile, &st) == 0 && (st.st_mode & 0777) == 0600 && st.st_uid == 0,
           "the session key is root's, mode 0600, and Apache started with it");
+
+    CurlTransport curl;
+    auto probe = ood::ProbePortal(curl, kServer, ood::LoginKind::kForm);
+    Check(probe.has_value(),
+          "the role's READY probe (libcurl, the role's certificate alone) finds the login form",
+          probe ? "" : probe.error().message);
 
     auto anon = Request(dashboard);
     Check(RedirectsTo(anon, login),
@@ -470,9 +485,64 @@ class Child {
           Show(again) + " / " + Show(gone));
   }
 
+  // ---- the login form in a real browser (tests/integration/portal_browser.py)
+
+  // The SHA-256 of the certificate's public key, base64: Chromium trusts that key alone.
+  std::string CertificatePin() {
+    const std::string crt = fmt::format("{}/{}.crt", ood::kOodSslDir, kServer);
+    auto pub = runner_.Run(Cmd60({"openssl", "x509", "-in", crt, "-pubkey", "-noout"}));
+    if (!pub || pub->exit_code != 0) return "";
+    Command der = Cmd60({"openssl", "pkey", "-pubin", "-outform", "der"});
+    der.stdin_data = pub->out;
+    auto d = runner_.Run(der);
+    if (!d || d->exit_code != 0) return "";
+    Command hash = Cmd60({"openssl", "dgst", "-sha256", "-binary"});
+    hash.stdin_data = d->out;
+    auto h = runner_.Run(hash);
+    if (!h || h->exit_code != 0 || h->out.size() != 32) return "";
+    return Base64Encode(h->out);
+  }
+
+  void BrowserChecks() {
+    const std::string pin = CertificatePin();
+    Check(!pin.empty(), "the certificate's public-key pin for Chromium");
+    Command c;
+    c.argv = {"python3",
+              (fs::path(__FILE__).parent_path() / "portal_browser.py").string(),
+              fmt::format("https://{}", kServer),
+              "alice",
+              pin,
+              ArtifactsDir(),
+              kMarker};
+    c.stdin_data = std::string(kAlicePw) + "\n";
+    c.timeout = Duration(180000);
+    auto r = runner_.Run(c);
+    if (!r) {
+      Bad("portal_browser.py: " + r.error().message);
+      return;
+    }
+    std::istringstream out(r->out);
+    for (std::string line; std::getline(out, line);) {
+      if (line.rfind("PASS ", 0) == 0 || line.rfind("FAIL ", 0) == 0) Append(line);
+    }
+    if (r->exit_code != 0) Bad(fmt::format("portal_browser.py exit {}: {}", r->exit_code, r->err));
+  }
+
+ public:
+  // Where the browser's screenshots are kept: $ONEHPC_ARTIFACTS_DIR/portal-browser, else
+  // ./artifacts/portal-browser (the test's directory in the build tree).
+  static std::string ArtifactsDir() {
+    const char* dir = std::getenv("ONEHPC_ARTIFACTS_DIR");
+    return (dir != nullptr && *dir != '\0' ? std::string(dir)
+                                           : fs::current_path().string() + "/artifacts") +
+           "/portal-browser";
+  }
+
+ private:
   std::string dir_;
   std::string report_;
   ood::PortalLogin login_;
+  bool browser_ = false;
   RealProcessRunner runner_;
 };
 
@@ -499,10 +569,11 @@ class PortalApacheTest : public ::testing::Test {
 };
 
 // Runs the child with `login` and checks that it made `expected` checks, all passed.
-void RunChild(const std::string& dir, const ood::PortalLogin& login, size_t expected) {
+void RunChild(const std::string& dir, const ood::PortalLogin& login, size_t expected,
+              bool browser = false) {
   pid_t pid = ::fork();
   ASSERT_GE(pid, 0);
-  if (pid == 0) ::_exit(Child(dir, login).Run());
+  if (pid == 0) ::_exit(Child(dir, login, browser).Run());
   int status = 0;
   ::waitpid(pid, &status, 0);
   const std::string report = Slurp(dir + "/report");
@@ -521,11 +592,21 @@ TEST_F(PortalApacheTest, TheLoginFormKeepsAnEncryptedSessionThatIdlesExpiresAndL
   ood::PortalLogin login;  // the default, with limits a test can wait for
   login.idle_seconds = 4;
   login.lifetime_seconds = 10;
-  RunChild(dir_, login, 24);
+  RunChild(dir_, login, 25);
+}
+
+// The login as a person meets it: Debian's Chromium opens the portal, fills the form, lands
+// on the page behind it and logs out; a screenshot of each step is kept (Child::ArtifactsDir).
+TEST_F(PortalApacheTest, AUserLogsInAndOutWithARealBrowser) {
+  for (const char* p : {"chromium", "chromedriver", "python3", "openssl"}) {
+    if (!testing::HaveProgram(p)) GTEST_SKIP() << p << " missing (make deps installs it)";
+  }
+  RunChild(dir_, ood::PortalLogin{}, 7, true);
+  std::cout << "screenshots: " << Child::ArtifactsDir() << "\n";
 }
 
 TEST_F(PortalApacheTest, BasicOptInListedUsersLogInOthersAreRefusedAndGuessingLocksOut) {
-  RunChild(dir_, ood::PortalLoginFrom(ood::kLoginBasic), 9);
+  RunChild(dir_, ood::PortalLoginFrom(ood::kLoginBasic), 10);
 }
 
 }  // namespace

@@ -62,6 +62,7 @@ TEST_F(PortalPlanTest, HomesStateAndSoftwareFromTheStorageVm) {
   EXPECT_THAT(plan, HasSubstr("write /etc/ood/ssl/10.0.1.23.crt"));
   EXPECT_THAT(plan, HasSubstr("write /etc/pam.d/pwauth"));
   EXPECT_THAT(plan, HasSubstr("a2enmod ssl socache_shmcb authnz_external"));
+  EXPECT_THAT(plan, HasSubstr("write /etc/systemd/resolved.conf.d/one-hpc.conf"));
   // A plan changes nothing: no command ran, no file was written.
   EXPECT_TRUE(m_.Changes().empty()) << ::testing::PrintToString(m_.Changes());
   EXPECT_FALSE(m_.Exists("/etc/systemd/system/home.mount"));

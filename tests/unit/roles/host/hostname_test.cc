@@ -1,7 +1,13 @@
 // The managed /etc/hosts block and host name rules.
 #include "roles/host/hostname.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include "roles/ood/settings.h"
+#include "roles/portal.h"
+#include "tests/fakes/machine.h"
+#include "tests/fakes/role_run.h"
 
 namespace onehpc::host {
 namespace {
@@ -41,6 +47,54 @@ TEST(HostsBlockTest, BrokenMarkersAreErrors) {
   EXPECT_FALSE(ReplaceHostsBlock(std::string("a b\n") + kBegin + "1.1.1.1 x\n", {}));
   EXPECT_FALSE(ReplaceHostsBlock(std::string("a b\n") + kEnd, {}));
   EXPECT_FALSE(ReplaceHostsBlock(std::string(kBegin) + kBegin + kEnd, {}));
+}
+
+TEST(HostsBlockTest, TheWorkersBlockAndTheRoleBlockKeepEachOther) {
+  auto role = ReplaceHostsBlock("127.0.0.1\tlocalhost\n", {{"10.0.0.5", "ood-portal"}});
+  ASSERT_TRUE(role);
+  auto both = ReplaceHostsBlock(*role, {{"10.0.0.7", "ood-worker-7"}}, kWorkersBlock);
+  ASSERT_TRUE(both);
+  // The role's block rewritten by configure keeps the workers' block, and back.
+  auto role_again = ReplaceHostsBlock(*both, {{"10.0.0.6", "ood-portal"}});
+  ASSERT_TRUE(role_again);
+  EXPECT_NE(role_again->find("10.0.0.7\tood-worker-7\n"), std::string::npos) << *role_again;
+  EXPECT_NE(role_again->find("10.0.0.6\tood-portal\n"), std::string::npos);
+  EXPECT_EQ(role_again->find("10.0.0.5"), std::string::npos);
+  auto workers_gone = ReplaceHostsBlock(*role_again, {}, kWorkersBlock);
+  ASSERT_TRUE(workers_gone);
+  EXPECT_EQ(workers_gone->find("ood-worker-7"), std::string::npos);
+  EXPECT_NE(workers_gone->find("10.0.0.6\tood-portal\n"), std::string::npos);
+  EXPECT_NE(workers_gone->find("127.0.0.1\tlocalhost\n"), std::string::npos);
+}
+
+// LLMNR and mDNS off: the drop-in once, systemd-resolved restarted only when it runs and the
+// drop-in changed.
+TEST(NoMulticastNamesTest, DropInOnceRestartOnlyARunningResolvedOnlyOnChange) {
+  fakes::FakeMachine m;
+  auto role = MakePortalRole();
+  m.active.insert("systemd-resolved.service");
+  {
+    fakes::RoleRun run(m, *role, {{ood::kNfsHost, "10.0.1.5"}}, nullptr);
+    ASSERT_TRUE(EnsureNoMulticastNames(*run.env, "test"));
+  }
+  const std::string dropin = m.Read(kResolvedNoMulticast);
+  EXPECT_THAT(dropin, ::testing::HasSubstr("[Resolve]\nLLMNR=no\nMulticastDNS=no\n"));
+  EXPECT_THAT(m.Changes(),
+              ::testing::Contains("systemctl --no-block restart systemd-resolved.service"));
+  const size_t before = m.Changes().size();
+  {
+    fakes::RoleRun run(m, *role, {{ood::kNfsHost, "10.0.1.5"}}, nullptr);
+    ASSERT_TRUE(EnsureNoMulticastNames(*run.env, "test"));
+  }
+  EXPECT_EQ(m.Changes().size(), before) << "unchanged: no restart";
+  // Not running: the drop-in alone (resolved reads it when it starts).
+  fakes::FakeMachine idle;
+  {
+    fakes::RoleRun run(idle, *role, {{ood::kNfsHost, "10.0.1.5"}}, nullptr);
+    ASSERT_TRUE(EnsureNoMulticastNames(*run.env, "test"));
+  }
+  EXPECT_EQ(idle.Read(kResolvedNoMulticast), dropin);
+  EXPECT_THAT(idle.Changes(), ::testing::Not(::testing::Contains(::testing::HasSubstr("restart"))));
 }
 
 TEST(HostNameTest, Rules) {

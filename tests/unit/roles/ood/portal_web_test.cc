@@ -36,8 +36,10 @@ class PortalWebTest : public ::testing::Test {
       return Exit(0);
     });
   }
-  // An image with Open OnDemand whose generator answers `code` (and writes the site on 3).
+  // An image with Open OnDemand whose generator answers `code` (and writes the site on 3);
+  // its portal answers with the login form.
   void Installed(int code, std::string output = "") {
+    m_.http.Then(200, "<form><input name=\"httpd_password\" type=\"password\"></form>");
     m_.Write(kUpdateOodPortal, "#!/bin/sh\n");
     m_.Write(kImageInfoFile, R"({"open_ondemand": true, "variant": "appliance"})");
     m_.runner.On({kUpdateOodPortal}, [this, code, output](const Command&) {
@@ -47,7 +49,7 @@ class PortalWebTest : public ::testing::Test {
   }
   Status Run(bool served_changed = false, PlanMode mode = PlanMode::kApply) {
     RoleRun run(m_, *role_, {{"ETH0_IP", "10.0.1.23"}, {kNfsHost, "10.0.1.5"}}, nullptr, mode);
-    auto s = ServeOpenOnDemand(*run.env, "portal.example.org", served_changed);
+    auto s = ServeOpenOnDemand(*run.env, "portal.example.org", login_, served_changed);
     changes_ = run.Changes();
     publish_ = run.publish;
     return s;
@@ -56,6 +58,7 @@ class PortalWebTest : public ::testing::Test {
   std::unique_ptr<Role> role_ = MakePortalRole();
   std::vector<std::string> changes_;
   std::vector<std::pair<std::string, std::string>> publish_;
+  LoginKind login_ = LoginKind::kForm;
 };
 
 TEST(GeneratorExitTest, DocumentedCodes) {
@@ -181,6 +184,50 @@ TEST_F(PortalWebTest, APlanRunsNothing) {
   EXPECT_THAT(changes_, ElementsAre(std::string(kUpdateOodPortal) + " --detailed-exitcodes",
                                     "a2ensite ood-portal", "enable apache2.service",
                                     "start apache2.service (--no-block)"));
+}
+
+// READY waits for the portal as a user meets it: HTTPS on this VM under the portal's name,
+// the role's certificate as the only anchor, the login form (Basic: 401).
+TEST_F(PortalWebTest, ThePortalMustAnswerWithItsLoginBeforeTheRunSucceeds) {
+  Installed(3);
+  ASSERT_TRUE(Run());
+  ASSERT_FALSE(m_.http.requests.empty());
+  const HttpRequest& probe = m_.http.requests.back();
+  EXPECT_EQ(probe.url, "https://portal.example.org/one-hpc/login");
+  EXPECT_EQ(probe.ca_file, "/etc/ood/ssl/portal.example.org.crt");
+  EXPECT_EQ(probe.resolve, "portal.example.org:443:127.0.0.1");
+}
+
+TEST_F(PortalWebTest, ApacheStillStartingIsWaitedForWithinTheDeadline) {
+  Installed(3);
+  fakes::ScriptedTransport& http = m_.http;
+  http = fakes::ScriptedTransport();
+  http.ThenError(ErrorKind::kNetwork, "Failed to connect to portal.example.org port 443");
+  http.Then(503, "starting");
+  http.Then(200, "<input name=\"httpd_password\">");
+  ASSERT_TRUE(Run());
+  EXPECT_EQ(http.requests.size(), 3u);
+}
+
+TEST_F(PortalWebTest, APortalThatNeverShowsItsLoginIsAnErrorAndPublishesNoUrl) {
+  Installed(3);
+  m_.http = fakes::ScriptedTransport();
+  m_.http.Then(200, "<h1>It works!</h1>");  // Debian's default page, say
+  auto s = Run();
+  ASSERT_FALSE(s);
+  EXPECT_THAT(s.error().message, HasSubstr("does not answer as it should"));
+  EXPECT_THAT(s.error().message, HasSubstr("not the login form"));
+  for (const auto& [key, value] : publish_) EXPECT_NE(key, kAttrPortalUrl);
+  EXPECT_LE(m_.clock.Now() - TimePoint{}, std::chrono::seconds(200)) << "bounded";
+}
+
+TEST_F(PortalWebTest, WithBasicThePortalMustRefuseWithoutCredentials) {
+  Installed(3);
+  login_ = LoginKind::kBasic;
+  m_.http = fakes::ScriptedTransport();
+  m_.http.Then(401, "");
+  ASSERT_TRUE(Run());
+  EXPECT_EQ(m_.http.requests.back().url, "https://portal.example.org/pun/sys/dashboard/");
 }
 
 }  // namespace

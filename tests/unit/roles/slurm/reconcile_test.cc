@@ -28,10 +28,15 @@ class ReconcileTest : public ::testing::Test {
     controller_ = sim_.AddVm(service_, "controller");
     slurm_.Install(runner_);
   }
-  // A worker VM publishing `name` (nothing when empty).
-  int AddWorker(const std::string& name) {
+  // A worker VM publishing `name` (nothing when empty), with NICs at `ips`.
+  int AddWorker(const std::string& name, const std::vector<std::string>& ips = {}) {
     sim::VmSpec spec;
     if (!name.empty()) spec.user_template[slurm::kAttrNodeName] = name;
+    for (const auto& ip : ips) {
+      sim::NicSpec nic;
+      nic.ip = ip;
+      spec.nics.push_back(nic);
+    }
     return sim_.AddVm(service_, "worker", spec).id;
   }
   FakeSlurm::Node& Node(const std::string& name, const std::string& base = "IDLE",
@@ -197,6 +202,57 @@ TEST_F(ReconcileTest, CostDoesNotGrowWithWorkers) {
   EXPECT_EQ(r->Count(Action::kDelete), 1);
   EXPECT_EQ(sim_.Requests().size(), 1u);
   EXPECT_EQ(SlurmCalls(), 4u);  // show nodes, squeue, delete, verify
+}
+
+// The portal: the workers' names in /etc/hosts, each at its Slurm NodeAddr when that is one of
+// the publishing VM's addresses; nothing else; rewritten only when it changes; no extra call.
+TEST_F(ReconcileTest, ThePortalNamesTheServicesWorkersInEtcHosts) {
+  fakes::FakeMachine m;
+  AddWorker("ood-worker-7", {"192.168.1.7", "10.0.1.7"});
+  const int vm8 = AddWorker("ood-worker-8", {"192.168.1.8", "10.0.1.8"});
+  AddWorker("ood-worker-9", {"10.0.1.9"});
+  Node("ood-worker-7").addr = "10.0.1.7";
+  Node("ood-worker-8").addr = "10.0.1.8";
+  Node("ood-worker-9").addr = "10.0.1.5";  // another machine's address: never written
+  Node("stranger").addr = "10.0.1.66";     // registered, published by no VM of the service
+  ReconcileOptions options;
+  options.files = m.files.get();
+  auto r = Run(options);
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->worker_hosts, 2);
+  EXPECT_TRUE(r->hosts_changed);
+  EXPECT_EQ(m.Read("/etc/hosts"), std::string(host::kWorkersBlock.begin) +
+                                      "\n10.0.1.7\tood-worker-7\n10.0.1.8\tood-worker-8\n" +
+                                      host::kWorkersBlock.end +
+                                      "\n127.0.0.1\tlocalhost\n127.0.1.1\tdebian\n");
+  EXPECT_EQ(sim_.Requests().size(), 1u);
+  EXPECT_EQ(SlurmCalls(), 2u);  // show nodes, squeue: the hosts cost no call
+  // Unchanged: not rewritten. A worker gone from OneGate: its name goes.
+  auto again = Run(options);
+  ASSERT_TRUE(again);
+  EXPECT_FALSE(again->hosts_changed);
+  slurm_.nodes.erase("ood-worker-8");
+  sim_.TerminateVm(vm8, false);
+  auto after = Run(options);
+  ASSERT_TRUE(after);
+  EXPECT_TRUE(after->hosts_changed);
+  EXPECT_EQ(m.Read("/etc/hosts").find("ood-worker-8"), std::string::npos);
+  EXPECT_NE(m.Read("/etc/hosts").find("10.0.1.7\tood-worker-7\n"), std::string::npos);
+}
+
+TEST_F(ReconcileTest, WithoutFilesOrInADryRunEtcHostsIsLeftAlone) {
+  fakes::FakeMachine m;
+  AddWorker("w1", {"10.0.1.7"});
+  Node("w1").addr = "10.0.1.7";
+  const std::string before = m.Read("/etc/hosts");
+  ASSERT_TRUE(Run());
+  ReconcileOptions dry;
+  dry.files = m.files.get();
+  dry.dry_run = true;
+  auto r = Run(dry);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->worker_hosts, 1);
+  EXPECT_EQ(m.Read("/etc/hosts"), before);
 }
 
 TEST_F(ReconcileTest, ExitCodesLieAndFailuresAreReported) {
