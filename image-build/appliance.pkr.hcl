@@ -126,7 +126,7 @@ source "qemu" "appliance" {
   communicator         = "ssh"
   ssh_username         = "root"
   ssh_private_key_file = var.ssh_private_key_file
-  ssh_timeout          = "10m"
+  ssh_timeout          = var.ssh_timeout
   shutdown_command     = "poweroff"
   shutdown_timeout     = "5m"
 }
