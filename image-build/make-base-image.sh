@@ -41,6 +41,17 @@ die() { echo "make-base-image: $*" >&2; exit 1; }
 log() { echo "make-base-image: $*"; }
 usage() { sed -n '9,19s/^# \{0,1\}//p' "$0" >&2; exit 2; }
 
+# The image's file system is mounted in a mount namespace of this script's own. A namespace
+# another process clones from the host's while it is mounted there (a container starting
+# beside this build: make test's lab) keeps it mounted after our umount: its superblock is never
+# written back, the image keeps a journal to replay, and that replay at the VM's first boot
+# writes back the block 0 the journal saw at mount time, zeroing extlinux's boot sector (seen in
+# make test, 2026-12-05: every image built from such a base stopped booting after one boot).
+if [ "$(id -u)" = 0 ] && [ "${ONEHPC_BASE_IMAGE_NS:-}" != private ]; then
+    command -v unshare >/dev/null || die "unshare not found (apt-get install util-linux)"
+    ONEHPC_BASE_IMAGE_NS=private exec unshare --mount --propagation private -- "$BASH" "$0" "$@"
+fi
+
 while [ $# -gt 0 ]; do
     case $1 in
         --output) [ $# -ge 2 ] || usage; output=$2; shift 2;;
@@ -183,6 +194,10 @@ if [ ! -e "$mnt/vmlinuz" ] || [ ! -e "$mnt/initrd.img" ]; then die "no /vmlinuz 
 extlinux --install "$mnt/boot/extlinux" >/dev/null
 sync
 umount "$mnt"
+# Unmounted for real: the superblock was written back, nothing is left to replay (see above).
+if dumpe2fs -h "$part" 2>/dev/null | grep -q '^Filesystem features:.*needs_recovery'; then
+    die "the root file system still has a journal to replay after its umount (is it mounted in another mount namespace?): its first boot would erase the boot sector"
+fi
 losetup -d "$loop"
 loop=""
 # The partition's boot sector must know where the partition starts ("hidden sectors", offset
@@ -190,6 +205,8 @@ loop=""
 printf '\000\010\000\000' | dd of="$raw" bs=1 seek=$((part_offset + 0x1C)) conv=notrunc status=none
 # The syslinux MBR: boots the active partition.
 dd if="$MBR" of="$raw" bs=440 count=1 conv=notrunc status=none
+[ "$(dd if="$raw" bs=1 skip=$((part_offset + 3)) count=8 status=none)" = SYSLINUX ] ||
+    die "no SYSLINUX boot sector at the start of the partition after extlinux --install"
 
 log "writing $output"
 qemu-img convert -c -O qcow2 "$raw" "$output.tmp"
