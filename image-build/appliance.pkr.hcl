@@ -18,6 +18,56 @@ variable "appliance" {
   }
 }
 
+# Open OnDemand for the open-ondemand appliance: the ondemand package of one release from OSC's
+# apt repository, and Node.js 20 from NodeSource's (Open OnDemand 4 needs it; Debian 12 has
+# 18), each repository trusted through its signing key only if that key has the pinned
+# fingerprint (apt-source.sh). The defaults are the addresses and fingerprints OSC's and
+# NodeSource's own installation material names; a site mirroring them passes its own.
+# ondemand_release = "none": an image without Open OnDemand, named open-ondemand-without-ood.
+# (No validation blocks: with several variables that have one, Debian's packer 1.6.6 refused
+# valid defaults at random. build-image.sh, install-appliance.sh and apt-source.sh check them.)
+variable "ondemand_release" {
+  type        = string
+  default     = "4.0"
+  description = "Open OnDemand release (4.0) for the open-ondemand appliance, or none."
+}
+
+variable "ondemand_repo" {
+  type        = string
+  default     = "https://apt.osc.edu/ondemand"
+  description = "OSC's apt repositories; the release's is <ondemand_repo>/<release>/web/apt."
+}
+
+variable "ondemand_key_url" {
+  type        = string
+  default     = "https://apt.osc.edu/ondemand/DEB-GPG-KEY-ondemand"
+  description = "Where OSC publishes the key that signs ondemand_repo."
+}
+
+variable "ondemand_key_fingerprint" {
+  type        = string
+  default     = "FE143EA1CB378B569BBF7C544B72FE2B92D31755"
+  description = "The fingerprint the key at ondemand_key_url must have (40 hex digits)."
+}
+
+variable "nodejs_repo" {
+  type        = string
+  default     = "https://deb.nodesource.com/node_20.x"
+  description = "Node.js repository (suite nodistro) installed with Open OnDemand; empty: none."
+}
+
+variable "nodejs_key_url" {
+  type        = string
+  default     = "https://deb.nodesource.com/gpgkey/nodesource-repo.gpg.key"
+  description = "Where NodeSource publishes the key that signs nodejs_repo."
+}
+
+variable "nodejs_key_fingerprint" {
+  type        = string
+  default     = "6F71F525282841EEDAF851B42F59B5F99B1BE0B4"
+  description = "The fingerprint the key at nodejs_key_url must have (40 hex digits)."
+}
+
 variable "base_image" {
   type        = string
   description = "The Debian 12 base qcow2 made by make-base-image.sh."
@@ -89,7 +139,20 @@ locals {
     "open-ondemand" = "ood"
   }[var.appliance]
   # The packages layer: the role packages only; no .deb, not sealed (the appliance stage seals).
-  install_args = var.deb == "" ? "" : "--deb /tmp/one-hpc.deb --clean-image"
+  install_args  = var.deb == "" ? "" : "--deb /tmp/one-hpc.deb --clean-image"
+  with_ondemand = var.appliance == "open-ondemand" && var.ondemand_release != "none"
+  # What the image is called: an Open OnDemand image without Open OnDemand says so.
+  image_name = var.appliance == "open-ondemand" && var.ondemand_release == "none" ? "open-ondemand-without-ood" : var.appliance
+  nodejs_args = var.nodejs_repo == "" ? "" : join(" ", [
+    "--nodejs-repo '${var.nodejs_repo}' --nodejs-key '${var.nodejs_key_url}'",
+    "--nodejs-fingerprint '${replace(var.nodejs_key_fingerprint, " ", "")}'",
+  ])
+  ondemand_args = local.with_ondemand ? join(" ", [
+    "--ondemand-repo '${var.ondemand_repo}/${var.ondemand_release}/web/apt'",
+    "--ondemand-key '${var.ondemand_key_url}'",
+    "--ondemand-fingerprint '${replace(var.ondemand_key_fingerprint, " ", "")}'",
+    local.nodejs_args,
+  ]) : ""
   one_context_steps = var.one_context_deb == "" ? ["true"] : [
     "set -e",
     "apt-get update -q",
@@ -116,7 +179,7 @@ source "qemu" "appliance" {
   disk_detect_zeroes = "unmap"
   disk_compression   = var.deb != ""
   output_directory   = var.output_dir
-  vm_name            = "${var.appliance}.qcow2"
+  vm_name            = "${local.image_name}.qcow2"
   # The build-time CONTEXT CD-ROM, labelled like OpenNebula's.
   cd_files = ["${var.context_dir}/context.sh"]
   cd_label = "CONTEXT"
@@ -146,6 +209,11 @@ build {
   }
 
   provisioner "file" {
+    source      = "${path.root}/apt-source.sh"
+    destination = "/tmp/apt-source.sh"
+  }
+
+  provisioner "file" {
     # An empty file when no one-context package is given.
     source      = var.one_context_deb == "" ? "${var.context_dir}/context.sh" : var.one_context_deb
     destination = "/tmp/one-context.deb"
@@ -159,7 +227,7 @@ build {
   provisioner "shell" {
     inline = [
       "set -e",
-      "sh /tmp/install-appliance.sh --role-packages ${local.role_packages} ${local.install_args}",
+      "sh /tmp/install-appliance.sh --role-packages ${local.role_packages} ${local.install_args} ${local.ondemand_args}",
       # The build's SSH key must not stay in the image (context-lite or one-context installs
       # the operator's keys at every boot).
       "rm -f /root/.ssh/authorized_keys",
@@ -169,6 +237,6 @@ build {
 
   post-processor "checksum" {
     checksum_types = ["sha256"]
-    output         = "${var.output_dir}/${var.appliance}.qcow2.{{.ChecksumType}}"
+    output         = "${var.output_dir}/${local.image_name}.qcow2.{{.ChecksumType}}"
   }
 }

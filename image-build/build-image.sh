@@ -4,12 +4,17 @@
 # Usage: build-image.sh --appliance oneslurm|open-ondemand --base BASE.qcow2
 #                       (--deb ONE-HPC.deb | --packages-only) --output DIR
 #                       [--one-context-deb FILE] [--packer-log FILE] [--accel kvm|tcg]
+#                       [--ondemand-release REL|none]
 #   --packages-only the appliance's packages layer: the role packages on BASE, not sealed, not
 #                   compressed; an image build then takes it as --base with the --deb
 #   --output DIR    gets <appliance>.qcow2, its .sha256 and build-console.log; DIR must not
 #                   exist or be empty (Packer's rule)
 #   --accel tcg     build without KVM, by emulation (5-10 times slower); for hosts whose
 #                   /dev/kvm cannot run an ordinary BIOS guest
+#   --ondemand-release  open-ondemand: the Open OnDemand release installed from OSC's apt
+#                   repository (default 4.0; the repositories, keys and fingerprints are the
+#                   template's variables, PKR_VAR_ondemand_repo and the like), or none: an image
+#                   without Open OnDemand, named open-ondemand-without-ood.qcow2
 #
 # Makes a throwaway SSH key, writes the build-time context.sh that carries its public key
 # (OpenNebula's format), and runs `packer build`. Needs packer, qemu-system-x86, qemu-utils,
@@ -29,10 +34,11 @@ output=""
 one_context_deb=""
 packer_log=""
 accel=kvm
+ondemand_release=""
 
 die() { echo "build-image: $*" >&2; exit 1; }
 log() { echo "build-image: $*"; }
-usage() { sed -n '4,12s/^# \{0,1\}//p' "$0" >&2; exit 2; }
+usage() { sed -n '4,17s/^# \{0,1\}//p' "$0" >&2; exit 2; }
 
 while [ $# -gt 0 ]; do
     case $1 in
@@ -44,6 +50,7 @@ while [ $# -gt 0 ]; do
         --one-context-deb) [ $# -ge 2 ] || usage; one_context_deb=$2; shift 2;;
         --packer-log) [ $# -ge 2 ] || usage; packer_log=$2; shift 2;;
         --accel) [ $# -ge 2 ] || usage; accel=$2; shift 2;;
+        --ondemand-release) [ $# -ge 2 ] || usage; ondemand_release=$2; shift 2;;
         -h|--help) usage;;
         *) echo "build-image: unknown argument '$1'" >&2; usage;;
     esac
@@ -53,6 +60,18 @@ case $appliance in
     oneslurm|open-ondemand) ;;
     *) die "--appliance must be oneslurm or open-ondemand, not '$appliance'";;
 esac
+# The image's name, as the template makes it (local.image_name).
+name=$appliance
+if [ "$appliance" = open-ondemand ]; then
+    ondemand_release=${ondemand_release:-4.0}
+    [[ $ondemand_release =~ ^(none|[0-9]+[.][0-9]+)$ ]] ||
+        die "--ondemand-release must be a release such as 4.0, or none, not '$ondemand_release'"
+    if [ "$ondemand_release" = none ]; then name=open-ondemand-without-ood; fi
+elif [ -n "$ondemand_release" ]; then
+    die "--ondemand-release is for the open-ondemand appliance, not $appliance"
+else
+    ondemand_release=none
+fi
 [ -f "$base" ] || die "--base: no such image '$base' (make-base-image.sh makes it)"
 if [ "$packages_only" = yes ]; then
     [ -z "$deb" ] || die "--packages-only builds the layer without the .deb: drop --deb"
@@ -99,7 +118,7 @@ ssh-keygen -q -t ed25519 -N '' -C "one-hpc image build" -f "$work/build-key"
 checksum="sha256:$(sha256sum "$base" | cut -d' ' -f1)"
 mkdir -p "$(dirname "$output")"
 console=$output.console.log
-if [ "$packages_only" = yes ]; then what="the $appliance packages layer"; else what=$appliance; fi
+if [ "$packages_only" = yes ]; then what="the $name packages layer"; else what=$name; fi
 log "building $what from $base with $accel (console: $console)"
 start=$(date +%s)
 export CHECKPOINT_DISABLE=1 PACKER_CACHE_DIR="$work/packer-cache"
@@ -116,10 +135,11 @@ packer build -color=false \
     -var "serial_log=$console" \
     -var "accelerator=$accel" \
     -var "ssh_timeout=$ssh_timeout" \
+    -var "ondemand_release=$ondemand_release" \
     "$HERE/appliance.pkr.hcl"
 mv -f "$console" "$output/build-console.log" 2>/dev/null || true
 elapsed=$(( $(date +%s) - start ))
-image=$output/$appliance.qcow2
+image=$output/$name.qcow2
 [ -s "$image" ] || die "packer finished but $image is missing"
 size=$(du -b "$image" | cut -f1)
 log "done in ${elapsed}s: $image ($((size / 1048576)) MiB, $(qemu-img info --output=json "$image" | sed -n 's/.*"virtual-size": \([0-9]*\).*/\1/p' | awk '{print int($1/1073741824)}') GiB virtual)"

@@ -1,7 +1,10 @@
 # image-build/image.mk - appliance images (included by the top-level Makefile).
 #
 #   make image                      the Debian 12 base image, then the OneSlurm appliance
-#   make image IMAGE_APPLIANCE=open-ondemand
+#   make image IMAGE_APPLIANCE=open-ondemand    with Open OnDemand IMAGE_OOD_RELEASE (4.0) from
+#                                               OSC's apt repository (README, "Building the
+#                                               images"); IMAGE_OOD_RELEASE=none: without it,
+#                                               open-ondemand-without-ood/...qcow2
 #   make image-base                 only the base image
 #   make image IMAGE_ACCEL=tcg      without a KVM that boots BIOS guests (emulation, slow)
 #
@@ -14,6 +17,17 @@ IMAGE_DIR ?= $(BUILD)/image
 IMAGE_APPLIANCE ?= oneslurm
 IMAGE_ACCEL ?= kvm
 IMAGE_BASE ?= $(IMAGE_DIR)/debian-12-base.qcow2
+IMAGE_OOD_RELEASE ?= 4.0
+# The image's name (build-image.sh names it the same way) and its packages layer, per release.
+ifeq ($(IMAGE_APPLIANCE),open-ondemand)
+IMAGE_OOD_ARGS := --ondemand-release $(IMAGE_OOD_RELEASE)
+IMAGE_NAME := $(if $(filter none,$(IMAGE_OOD_RELEASE)),open-ondemand-without-ood,open-ondemand)
+IMAGE_LAYER := $(IMAGE_NAME)$(if $(filter none,$(IMAGE_OOD_RELEASE)),,-$(IMAGE_OOD_RELEASE))-packages
+else
+IMAGE_OOD_ARGS :=
+IMAGE_NAME := $(IMAGE_APPLIANCE)
+IMAGE_LAYER := $(IMAGE_NAME)-packages
+endif
 DEPS_IMAGE := packer qemu-system-x86 qemu-utils mmdebstrap extlinux syslinux-common xorriso \
   openssh-client fdisk e2fsprogs genisoimage
 
@@ -33,14 +47,14 @@ $(IMAGE_BASE): image-build/make-base-image.sh image-build/lib.sh image-build/bas
 
 image-base: $(IMAGE_BASE)
 
-IMAGE_PACKAGES := $(IMAGE_DIR)/$(IMAGE_APPLIANCE)-packages/$(IMAGE_APPLIANCE).qcow2
-$(IMAGE_PACKAGES): image-build/install-appliance.sh image-build/appliance.pkr.hcl \
-    image-build/build-image.sh image-build/lib.sh $(IMAGE_BASE) | image-deps
-	rm -rf $(IMAGE_DIR)/$(IMAGE_APPLIANCE)-packages
+IMAGE_PACKAGES := $(IMAGE_DIR)/$(IMAGE_LAYER)/$(IMAGE_NAME).qcow2
+$(IMAGE_PACKAGES): image-build/install-appliance.sh image-build/apt-source.sh \
+    image-build/appliance.pkr.hcl image-build/build-image.sh image-build/lib.sh $(IMAGE_BASE) | image-deps
+	rm -rf $(IMAGE_DIR)/$(IMAGE_LAYER)
 	bash image-build/build-image.sh --appliance $(IMAGE_APPLIANCE) --accel $(IMAGE_ACCEL) --base $(IMAGE_BASE) \
-	  --packages-only --output $(IMAGE_DIR)/$(IMAGE_APPLIANCE)-packages
+	  $(IMAGE_OOD_ARGS) --packages-only --output $(IMAGE_DIR)/$(IMAGE_LAYER)
 
 image: image-deps package $(IMAGE_PACKAGES)
-	rm -rf $(IMAGE_DIR)/$(IMAGE_APPLIANCE)
+	rm -rf $(IMAGE_DIR)/$(IMAGE_NAME)
 	bash image-build/build-image.sh --appliance $(IMAGE_APPLIANCE) --accel $(IMAGE_ACCEL) --base $(IMAGE_PACKAGES) \
-	  --deb "$$(ls -t $(BUILD)/one-hpc_*.deb | head -n1)" --output $(IMAGE_DIR)/$(IMAGE_APPLIANCE)
+	  $(IMAGE_OOD_ARGS) --deb "$$(ls -t $(BUILD)/one-hpc_*.deb | head -n1)" --output $(IMAGE_DIR)/$(IMAGE_NAME)

@@ -6,6 +6,8 @@
 # (a VM being built, a chroot or a non-booting container); it never starts a daemon.
 #
 # Usage: install-appliance.sh [--role-packages slurm|ood|all|none] [--deb PATH] [--clean-image]
+#                             [--ondemand-repo URI --ondemand-key URL --ondemand-fingerprint FPR
+#                              [--nodejs-repo URI --nodejs-key URL --nodejs-fingerprint FPR]]
 #
 #   --role-packages SET  Debian packages of the roles (--no-install-recommends):
 #                          slurm: munge slurmd slurmctld slurm-client, and slurmdbd
@@ -17,6 +19,14 @@
 #                                 login; pwauth is then executable by root and www-data only)
 #                                 (OnDemand itself comes from OSC's apt repository, not here)
 #                          all:   both;  none (default): no role packages
+#   --ondemand-repo URI  install Open OnDemand (the package ondemand) from this apt repository
+#                        of one release (OSC's: https://apt.osc.edu/ondemand/4.0/web/apt),
+#                        suite bookworm, trusted through the key at --ondemand-key URL only if
+#                        its fingerprint is --ondemand-fingerprint (apt-source.sh, next to this
+#                        script; gpg is installed for the check)
+#   --nodejs-repo URI    and Node.js from this repository first (NodeSource's node_20.x, suite
+#                        nodistro: Open OnDemand 4 needs Node.js 20, Debian 12 has 18), with
+#                        --nodejs-key and --nodejs-fingerprint likewise
 #   --deb PATH           install one-hpc's .deb (apt-get install PATH, so its dependencies
 #                        come from the archive)
 #   --clean-image        seal the image for distribution: no machine identity (machine-id
@@ -31,6 +41,7 @@
 set -eu
 
 PRESET_DIR=/etc/systemd/system-preset
+OOD_GENERATOR=/opt/ood/ood-portal-generator/sbin/update_ood_portal
 PRESET_FILE=$PRESET_DIR/20-one-hpc.preset
 POLICY_RC=/usr/sbin/policy-rc.d
 
@@ -49,13 +60,15 @@ UNIT_DIRS="/etc/systemd/system /lib/systemd/system /usr/lib/systemd/system"
 die() { echo "install-appliance: $*" >&2; exit 1; }
 log() { echo "install-appliance: $*"; }
 usage() {
-    sed -n '8,22s/^# \{0,1\}//p' "$0" >&2
+    sed -n '8,34s/^# \{0,1\}//p' "$0" >&2
     exit 2
 }
 
 role_packages=none
 deb=""
 clean_image=no
+ood_repo="" ood_key="" ood_fpr=""
+node_repo="" node_key="" node_fpr=""
 while [ $# -gt 0 ]; do
     case $1 in
         --role-packages) [ $# -ge 2 ] || usage; role_packages=$2; shift 2;;
@@ -63,6 +76,12 @@ while [ $# -gt 0 ]; do
         --deb) [ $# -ge 2 ] || usage; deb=$2; shift 2;;
         --deb=*) deb=${1#*=}; shift;;
         --clean-image) clean_image=yes; shift;;
+        --ondemand-repo) [ $# -ge 2 ] || usage; ood_repo=$2; shift 2;;
+        --ondemand-key) [ $# -ge 2 ] || usage; ood_key=$2; shift 2;;
+        --ondemand-fingerprint) [ $# -ge 2 ] || usage; ood_fpr=$2; shift 2;;
+        --nodejs-repo) [ $# -ge 2 ] || usage; node_repo=$2; shift 2;;
+        --nodejs-key) [ $# -ge 2 ] || usage; node_key=$2; shift 2;;
+        --nodejs-fingerprint) [ $# -ge 2 ] || usage; node_fpr=$2; shift 2;;
         -h|--help) usage;;
         *) echo "install-appliance: unknown argument '$1'" >&2; usage;;
     esac
@@ -83,6 +102,23 @@ if [ -n "$deb" ]; then
     # apt-get treats an argument as a file only when it contains a slash
     case $deb in /*|./*|../*) ;; *) deb=./$deb;; esac
 fi
+if [ -n "$ood_repo$ood_key$ood_fpr" ]; then
+    if [ -z "$ood_repo" ] || [ -z "$ood_key" ] || [ -z "$ood_fpr" ]; then
+        die "--ondemand-repo, --ondemand-key and --ondemand-fingerprint go together (Packer variables ondemand_repo, ondemand_release, ondemand_key_url, ondemand_key_fingerprint)"
+    fi
+    case $role_packages in
+        ood|all) ;;
+        *) die "--ondemand-repo installs Open OnDemand for the Open OnDemand roles: it needs --role-packages ood or all, not '$role_packages'";;
+    esac
+fi
+if [ -n "$node_repo$node_key$node_fpr" ]; then
+    if [ -z "$node_repo" ] || [ -z "$node_key" ] || [ -z "$node_fpr" ]; then
+        die "--nodejs-repo, --nodejs-key and --nodejs-fingerprint go together (Packer variables nodejs_repo, nodejs_key_url, nodejs_key_fingerprint)"
+    fi
+    [ -n "$ood_repo" ] || die "--nodejs-repo is for Open OnDemand: it needs --ondemand-repo"
+fi
+APT_SOURCE=$(dirname "$0")/apt-source.sh
+if [ -n "$ood_repo" ] && [ ! -f "$APT_SOURCE" ]; then die "$APT_SOURCE not found (it ships next to this script)"; fi
 [ "$(id -u)" = 0 ] || die "must run as root"
 command -v apt-get >/dev/null || die "apt-get not found: this is for Debian images"
 
@@ -124,6 +160,30 @@ write_presets() {
     if cmp -s "$tmp" "$PRESET_FILE"; then rm -f "$tmp"; else mv "$tmp" "$PRESET_FILE"; fi
 }
 
+# Open OnDemand from its publisher's repository (and Node.js from NodeSource's when asked), each
+# trusted through its own pinned key; a refusal stops the build, naming the Packer variable.
+install_ondemand() {
+    if ! command -v gpg >/dev/null; then
+        log "installing gpg (to check the repositories' keys)"
+        # shellcheck disable=SC2086
+        apt-get install $APT_OPTS gpg
+    fi
+    if [ -n "$node_repo" ]; then
+        sh "$APT_SOURCE" nodesource "$node_repo" nodistro "$node_key" "$node_fpr" ||
+            die "Node.js's repository refused (Packer variables nodejs_repo, nodejs_key_url, nodejs_key_fingerprint)"
+    fi
+    sh "$APT_SOURCE" ondemand-web "$ood_repo" bookworm "$ood_key" "$ood_fpr" ||
+        die "Open OnDemand's repository refused (Packer variables ondemand_repo, ondemand_release, ondemand_key_url, ondemand_key_fingerprint)"
+    log "apt-get update (with Open OnDemand's repository $ood_repo)"
+    apt-get update -q || die "apt-get update failed with $ood_repo (Packer variables ondemand_repo, ondemand_release)"
+    log "installing Open OnDemand (ondemand) from $ood_repo"
+    # shellcheck disable=SC2086
+    apt-get install $APT_OPTS ondemand ||
+        die "cannot install the package ondemand from $ood_repo (Packer variable ondemand_release; nodejs_repo if Node.js is what is missing)"
+    [ -x "$OOD_GENERATOR" ] ||
+        die "the package ondemand is installed but $OOD_GENERATOR is not: not an Open OnDemand this image can serve"
+}
+
 # ---- presets first, so that nothing installed below is enabled behind our back --------------
 write_presets
 
@@ -141,6 +201,9 @@ if [ -n "$packages" ] || [ -n "$deb" ]; then
         # shellcheck disable=SC2086  # word splitting wanted
         apt-get install $APT_OPTS $packages
     fi
+    if [ -n "$ood_repo" ]; then
+        install_ondemand
+    fi
     if [ -n "$deb" ]; then
         log "installing $deb"
         # shellcheck disable=SC2086
@@ -148,14 +211,20 @@ if [ -n "$packages" ] || [ -n "$deb" ]; then
     fi
 fi
 
-# ---- what the image is, for the portal (roles/ood/portal_web.h): Open OnDemand is not installed
-# by these steps, so an image with the Open OnDemand roles says it has none, and a portal
-# booted from it says so instead of serving nothing in silence.
+# ---- what the image is, for the portal (roles/ood/portal_web.h): with Open OnDemand (its
+# version) when the package and its generator are installed, else "without Open OnDemand", so
+# that a portal booted from such an image says so instead of serving nothing in silence.
 if [ "$role_packages" = ood ] || [ "$role_packages" = all ]; then
     mkdir -p /etc/one-hpc
-    info='{"open_ondemand": false, "variant": "without Open OnDemand"}'
+    ood_version=$(dpkg-query -W -f='${Status} ${Version}' ondemand 2>/dev/null |
+                  sed -n 's/^install ok installed //p')
+    if [ -n "$ood_version" ] && [ -x "$OOD_GENERATOR" ]; then
+        info="{\"open_ondemand\": true, \"variant\": \"Open OnDemand $ood_version\"}"
+    else
+        info='{"open_ondemand": false, "variant": "without Open OnDemand"}'
+    fi
     if [ "$(cat /etc/one-hpc/image.json 2>/dev/null)" != "$info" ]; then
-        log "/etc/one-hpc/image.json: without Open OnDemand"
+        log "/etc/one-hpc/image.json: $info"
         printf '%s\n' "$info" > /etc/one-hpc/image.json.tmp
         chmod 0644 /etc/one-hpc/image.json.tmp
         mv /etc/one-hpc/image.json.tmp /etc/one-hpc/image.json

@@ -251,15 +251,16 @@ vm_image() {
     fi
     vm_packages_layer "$appliance"
     log "building the $appliance image with Packer on its packages layer"
+    # shellcheck disable=SC2046  # vm_build_args: words
     if PKR_VAR_cpus=$vm_cpus bash "$VM_SRC/image-build/build-image.sh" --appliance "$appliance" --base "$layer" --deb "$deb" \
-           --output "$work/image" --packer-log "$work/packer.log" --accel "$accel" \
+           --output "$work/image" --packer-log "$work/packer.log" --accel "$accel" $(vm_build_args "$appliance") \
            >"$work/build.log" 2>&1; then
         build_seconds=$(sed -n 's/^build_seconds=//p' "$work/image/build-stats")
         pass "packer build of the $appliance image on its packages layer (${build_seconds} s)"
         # One cached image per appliance (named by a 16-digit key, unlike the layers): the new
         # one replaces the old (atomically).
         rm -f "$vm_cache/$appliance"-????????????????.qcow2
-        cp "$work/image/$appliance.qcow2" "$cached.tmp" && mv "$cached.tmp" "$cached"
+        cp "$work/image/$(vm_image_file "$appliance")" "$cached.tmp" && mv "$cached.tmp" "$cached"
         image=$cached
     else
         fail "packer build of the $appliance image" "$(tail -n 40 "$work/build.log")"; vm_abort
@@ -269,8 +270,16 @@ vm_image() {
 
 # What goes into an image besides the .deb: the install steps, the Packer files, the base.
 vm_image_inputs() {
-    cat "$VM_SRC/image-build/install-appliance.sh" "$VM_SRC/image-build/appliance.pkr.hcl" \
-        "$VM_SRC/image-build/build-image.sh" "$VM_SRC/image-build/lib.sh" "$base.stamp"
+    cat "$VM_SRC/image-build/install-appliance.sh" "$VM_SRC/image-build/apt-source.sh" \
+        "$VM_SRC/image-build/appliance.pkr.hcl" "$VM_SRC/image-build/build-image.sh" \
+        "$VM_SRC/image-build/lib.sh" "$base.stamp"
+}
+
+# OSC's repository is out of reach here: the lab's Open OnDemand appliance is the image built
+# without Open OnDemand (build-image.sh --ondemand-release none), which is named so.
+vm_build_args() { if [ "$1" = open-ondemand ]; then echo "--ondemand-release none"; fi; }
+vm_image_file() {
+    if [ "$1" = open-ondemand ]; then echo open-ondemand-without-ood.qcow2; else echo "$1.qcow2"; fi
 }
 
 # vm_packages_layer APPLIANCE: the appliance's packages layer (build-image.sh --packages-only:
@@ -284,14 +293,15 @@ vm_packages_layer() {
         return 0
     fi
     log "building the $appliance packages layer with Packer"
+    # shellcheck disable=SC2046  # vm_build_args: words
     if PKR_VAR_cpus=$vm_cpus bash "$VM_SRC/image-build/build-image.sh" --appliance "$appliance" --base "$base" --packages-only \
-           --output "$work/layer" --packer-log "$work/packer-layer.log" --accel "$accel" \
+           --output "$work/layer" --packer-log "$work/packer-layer.log" --accel "$accel" $(vm_build_args "$appliance") \
            >"$work/build-layer.log" 2>&1; then
         layer_seconds=$(sed -n 's/^build_seconds=//p' "$work/layer/build-stats")
         pass "packer build of the $appliance packages layer (${layer_seconds} s)"
         vm_result "${appliance//-/_}_packages_layer_build_seconds" "$layer_seconds"
         rm -f "$vm_cache/$appliance"-packages-*.qcow2
-        mv "$work/layer/$appliance.qcow2" "$layer.tmp" && mv "$layer.tmp" "$layer"
+        mv "$work/layer/$(vm_image_file "$appliance")" "$layer.tmp" && mv "$layer.tmp" "$layer"
         rm -rf "$work/layer"
     else
         fail "packer build of the $appliance packages layer" "$(tail -n 40 "$work/build-layer.log")"; vm_abort
