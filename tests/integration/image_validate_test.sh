@@ -42,6 +42,13 @@ else
             fail "packer validate appliance.pkr.hcl (appliance=$a, the packages layer: deb empty)" "$out"
         fi
     done
+    # The Open OnDemand appliance without Open OnDemand (what the VM lab builds).
+    if out=$(cd "$work" && CHECKPOINT_DISABLE=1 packer validate -var "appliance=open-ondemand" \
+             -var ondemand_release=none "${args[@]}" "$IB/appliance.pkr.hcl" 2>&1); then
+        pass "packer validate appliance.pkr.hcl (appliance=open-ondemand, ondemand_release=none)"
+    else
+        fail "packer validate appliance.pkr.hcl (appliance=open-ondemand, ondemand_release=none)" "$out"
+    fi
     if out=$(cd "$work" && CHECKPOINT_DISABLE=1 packer validate -var "appliance=bogus" "${args[@]}" \
              "$IB/appliance.pkr.hcl" 2>&1); then
         fail "packer validate rejects appliance=bogus" "it was accepted"
@@ -60,6 +67,11 @@ else
         pass "the template runs image-build/install-appliance.sh"
     else
         fail "the template runs image-build/install-appliance.sh"
+    fi
+    if [ -f "$IB/apt-source.sh" ] && grep -q 'path.root}/apt-source.sh' "$IB/appliance.pkr.hcl"; then
+        pass "the template uploads image-build/apt-source.sh beside it"
+    else
+        fail "the template uploads image-build/apt-source.sh beside it"
     fi
 fi
 
