@@ -111,7 +111,7 @@ int Main(int argc, char** argv) {
   settings->add_flag("--show-secrets", show_secrets, "Show secret values instead of masking them");
   settings->add_option("--role", role_name, "Use this role instead of the VM's");
   settings->add_flag("--all", all_roles, "Every setting of every role (no context needed)");
-  settings->add_flag("--markdown", markdown, "With --all: the README's Markdown table");
+  settings->add_flag("--markdown", markdown, "With --all: the operator guide's Markdown table");
 
   auto* context = app.add_subcommand(
       "context", "Print every context variable exactly as parsed (secrets masked)");

@@ -31,7 +31,7 @@ struct SettingSpec {
   std::string name;
   SettingType type = SettingType::kString;
   std::string default_value;       ///< used when the variable is absent or empty; "" = none
-  std::string description;         ///< one sentence for the README and the templates
+  std::string description;         ///< one sentence for the operator guide and the templates
   std::vector<std::string> roles;  ///< roles that read it ("controller", "worker", ...)
   std::int64_t min = INT64_MIN;    ///< kInt bounds
   std::int64_t max = INT64_MAX;

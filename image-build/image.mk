@@ -2,9 +2,9 @@
 #
 #   make image                      the Debian 12 base image, then the OneSlurm appliance
 #   make image IMAGE_APPLIANCE=open-ondemand    with Open OnDemand IMAGE_OOD_RELEASE (4.0) from
-#                                               OSC's apt repository (README, "Building the
-#                                               images"); IMAGE_OOD_RELEASE=none: without it,
-#                                               open-ondemand-without-ood/...qcow2
+#                                               OSC's apt repository (image-build/README.md,
+#                                               "Open OnDemand itself"); IMAGE_OOD_RELEASE=none:
+#                                               without it, open-ondemand-without-ood/...qcow2
 #   make image-base                 only the base image
 #   make image IMAGE_ACCEL=tcg      without a KVM that boots BIOS guests (emulation, slow)
 #

@@ -22,7 +22,7 @@
 
 namespace onehpc {
 
-/// Process exit codes of one-hpc (documented in the README).
+/// Process exit codes of one-hpc (documented in the man page, one-hpc(8)).
 enum ExitCode : int {
   kExitOk = 0,
   kExitFailed = 1,        ///< configure failed (a command, a file, a daemon...)

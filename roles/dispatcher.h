@@ -14,7 +14,7 @@
 
 namespace onehpc {
 
-/// Every role module, in README order. Each role's factory lives in its own .cc file and is
+/// Every role module, in the operator guide's order. Each role's factory lives in its own .cc file and is
 /// listed in dispatcher.cc.
 std::vector<std::unique_ptr<Role>> AllRoles();
 
@@ -25,7 +25,7 @@ std::vector<SettingSpec> CommonSettings();
 /// The settings of one role: CommonSettings() followed by the role's own.
 std::vector<SettingSpec> SettingsFor(const Role& role);
 
-/// Every setting of every role, merged by name (roles listed), for the README table.
+/// Every setting of every role, merged by name (roles listed), for the operator guide's table.
 std::vector<SettingSpec> AllSettings();
 
 /// Where the role name came from.

@@ -85,7 +85,7 @@ class Role {
   virtual std::string Name() const = 0;
   /// The OneFlow service it belongs to, e.g. "OneSlurm".
   virtual std::string Service() const = 0;
-  /// One line for --help and the README.
+  /// One line for --help and the operator guide.
   virtual std::string Summary() const = 0;
   /// The ONEAPP_* settings this role reads (validated before Configure runs).
   virtual std::vector<SettingSpec> Settings() const = 0;

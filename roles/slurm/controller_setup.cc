@@ -293,7 +293,7 @@ Status PublishController(RoleEnv& env, const std::string& host, const std::strin
     log::Warn(
         "controller: an earlier one-hpc published the munge key in clear in this VM's "
         "OneGate attributes ({}); it is erased now, but whoever read it holds the key: "
-        "rotate it (see the README, Security model)",
+        "rotate it (see one-hpc's docs/security.md)",
         slurm::kAttrLegacyMungeKey);
     auto s = env.plan.Do("erase " + std::string(slurm::kAttrLegacyMungeKey) + " from OneGate",
                          "the munge key never travels or rests in clear; workers fetch it boxed "

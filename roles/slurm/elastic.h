@@ -1,4 +1,4 @@
-// Elastic mode (issue 16), the decision of one cycle: from what Slurm and OneFlow show at one
+// Elastic mode, the decision of one cycle: from what Slurm and OneFlow show at one
 // moment, what the controller does. Pure: no I/O, no clock; the cycle that reads the state
 // (one GET /service, `scontrol -o show nodes`, `squeue` for the pending jobs) and carries the
 // actions out (PUT /service/role/<role>, `scontrol update`, POST /vms/<id>/action) is built on

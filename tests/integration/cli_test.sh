@@ -59,7 +59,7 @@ check missing-context 3 "$BIN" context --context "$tmp/nope.sh"
 printf "ONEAPP_ROLE='frontend'\n" >"$tmp/role.sh"
 check unknown-role 3 "$BIN" plan --context "$tmp/role.sh" --root "$tmp/root";  expect_out unknown-role "unknown role 'frontend'"
 
-# The README's example: a readable plan for the sample context.
+# The example of the docs: a readable plan for the sample context.
 mkdir -p "$tmp/root"
 "$BIN" plan --context "$ctx" --root "$tmp/root" >"$tmp/out" 2>"$tmp/err"
 expect_out plan-sample "Plan for role"

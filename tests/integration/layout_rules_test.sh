@@ -1,5 +1,5 @@
 #!/bin/bash
-# The rules that keep the source tree's layout (README, "Architecture"), checked on the text:
+# The rules that keep the source tree's layout (docs/architecture.md), checked on the text:
 #   1. a role module includes no other role's header (only the dispatcher lists the roles);
 #   2. no building block under roles/*/ includes a role module or the frame above it;
 #   3. common/ and context/ never include roles/; roles/os/ includes only common/ and itself;

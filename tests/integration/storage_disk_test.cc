@@ -273,7 +273,7 @@ TEST_F(StorageDiskTest, RecreatedVmWithTheSameDiskFindsEveryHome) {
   }
 }
 
-// The Slurm state (issue 14): a storage VM of the previous version kept the portal's state in
+// The Slurm state: a storage VM of the previous version kept the portal's state in
 // /export/slurm on its root disk. The first configure copies it onto the ood-home disk (real
 // cp -a: owners, modes and times kept), bind-mounts it back on /export/slurm, and persists
 // that as units; the next run changes nothing; a VM replaced with the same disk (a new root

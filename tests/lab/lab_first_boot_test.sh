@@ -1,6 +1,6 @@
 #!/bin/bash
 # lab_first_boot_test.sh - a first boot with /etc/machine-id = "uninitialized" of an image with
-# one-hpc's .deb and OpenNebula's one-context (issue 17, "Living with one-context").
+# one-hpc's .deb and OpenNebula's one-context.
 #
 # On such a boot systemd applies the presets to every unit (enable-only) and enables every unit
 # no preset names. one-context's package enables only one-context-local and one-context; its

@@ -1,5 +1,5 @@
 #!/bin/bash
-# lab_lifecycle_test.sh [--demo] - the OneSlurm lifecycle on booted "VMs" (issue #3, items 1-6).
+# lab_lifecycle_test.sh [--demo] - the OneSlurm lifecycle on booted "VMs".
 #
 # A OneFlow service in the OneGate simulator (10.78.0.1:5030 on the lab bridge) with a
 # controller role and a worker role; every VM is a systemd-nspawn container of the package

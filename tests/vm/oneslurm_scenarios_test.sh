@@ -6,10 +6,10 @@
 # oneslurm-elastic.service, started by the test (as its timer would) so that each step is one
 # cycle. The test plays OneFlow: it boots the VMs a raised cardinality asks for, and gives a VM
 # terminated through OneGate the ACPI power button (qemu's system_powerdown), as OpenNebula's
-# terminate does. Each check a PASS/FAIL line; in this order (issue 12's numbers):
-#   elastic (issue 16): configure enabled oneslurm-elastic.timer; slurm.conf runs the shipped
+# terminate does. Each check a PASS/FAIL line; in this order:
+#   elastic: configure enabled oneslurm-elastic.timer; slurm.conf runs the shipped
 #      health check and it passes on the worker;
-#   accounting (issue 17; ONEAPP_SLURM_ACCOUNTING_ENABLED=YES): a finished job in sacct on the
+#   accounting (ONEAPP_SLURM_ACCOUNTING_ENABLED=YES): a finished job in sacct on the
 #      controller and on the worker;
 #   4. OneGate failing (503, a hang past the client's timeout, a connection reset) during a
 #      run of the shipped oneslurm-reconcile.service: the run changes nothing (the live worker

@@ -3,7 +3,7 @@
 # virtio disks: the storage, portal and worker roles on the open-ondemand image, one NIC each
 # on a private bridge (10.79.1.0/24), the OneGate simulator, a CONTEXT CD per VM.
 #
-# Scenarios (issue 12), in this order, each a PASS/FAIL line:
+# Scenarios, in this order, each a PASS/FAIL line:
 #   8. a storage VM whose second disk is ext4 labelled `data` stops with the ERROR naming the
 #      device and its content; the disk's bytes are unchanged (sha256 before and after); it
 #      boots beside the storage VM of 6;
@@ -144,7 +144,7 @@ for w in w1 w2; do
     if why=$(mounts_ok "$w" /home /opt/software); then
         pass "$w: /home and /opt/software are NFS mounts from $STO_IP"
     else fail "$w: /home and /opt/software are NFS mounts from $STO_IP" "$why"; fi
-    # issue 14: slurmd never starts without the homes and the software tree
+    # slurmd never starts without the homes and the software tree
     # (RequiresMountsFor also lists /run/slurm, from RuntimeDirectory=, in no fixed order)
     out=$(vm_ssh "$w" 'systemctl show -P RequiresMountsFor slurmd.service; systemctl show -P After slurmd.service' 2>&1)
     if head -n1 <<<"$out" | grep -qw /home && head -n1 <<<"$out" | grep -qw /opt/software &&

@@ -8,14 +8,14 @@
 # storage VM has a management NIC first (10.79.12.0/24, ETH0) and its compute NIC second
 # (ETH1, named "compute" as the service template names it).
 #
-# Issue 13 (the compute NIC is named, never the last NIC), PASS/FAIL lines:
+# The compute NIC is named, never the last NIC; PASS/FAIL lines:
 #   - the storage VM exports to and lets Squid serve the compute network, not the management
 #     network of its first NIC;
 #   - a third NIC is hot-plugged (qemu monitor, as onevm nic-attach does) with a new CONTEXT CD
 #     (ETH2 now the last NIC): the reconfigure that udev starts keeps the exports and Squid's
 #     localnet byte for byte and names the NIC it chose.
 #
-# Scenario 11 (issue 12), each a PASS/FAIL line:
+# Scenario 11, each a PASS/FAIL line:
 #   - the site server exports /srv/homes with root_squash to the whole network: the portal
 #     stops with an ERROR that names the exact address the server must grant no_root_squash
 #     to (the portal's own, the source address of its route to the server);
@@ -27,7 +27,7 @@
 #     /usr/libexec/one-hpc/one-hpc-home-create --user alice) on the site's server, owned by
 #     her uid, mode 0700.
 #
-# Issue 15, on the portal VM with the image's apache2, pwauth and PAM stack (the virtual host
+# The portal's login, on the portal VM with the image's apache2, pwauth and PAM stack (the virtual host
 # from tests/fakes/ood_portal_generator.h, Open OnDemand's own packages being out of the image):
 # apache2ctl -t, HTTPS with the role's certificate, alice's password admitted, a wrong one 401
 # and slowed, an unlisted local account refused, a lockout after 5 failures, faillock --reset.
@@ -80,7 +80,7 @@ if grep -q '^/export/software ' <<<"$out" && ! grep -q '^/export/home ' <<<"$out
     pass "storage exports the software tree, not /export/home (ONEAPP_HOME_NFS_ENABLED=YES)"
 else fail "storage exports the software tree, not /export/home" "$out"; fi
 
-# ---- the compute NIC is named (issue 13): a NIC attached later moves nothing ----------------------
+# ---- the compute NIC is named: a NIC attached later moves nothing ----------------------
 trusted() {  # what the storage VM trusts: its exports file and Squid's localnet
     vm_ssh storage 'cat /etc/exports.d/one-hpc.exports; grep "^acl localnet" /etc/squid/squid.conf'
 }
@@ -186,7 +186,7 @@ if [ -n "$uid" ] && [ "$out" = "$uid 700" ]; then
     pass "alice's home is on the site's server ($SITE_IP:$SITE_EXPORT/alice), owned by her uid $uid, mode 0700"
 else fail "alice's home is on the site's server, owned by her uid, mode 0700" "uid '$uid', stat '$out'"; fi
 
-# ---- issue 15: the portal's login (HTTP Basic, ONEAPP_PORTAL_LOGIN=basic) on the image's Apache, pwauth, PAM
+# ---- the portal's login (HTTP Basic, ONEAPP_PORTAL_LOGIN=basic) on the image's Apache, pwauth, PAM
 # Open OnDemand's own packages are not in the image (OSC's repository is unreachable), so the
 # virtual host comes from the stand-in of its generator, run on the host with the VM's
 # ood_portal.yml; the certificate, the PAM stack, the users file and the modules are the role's.

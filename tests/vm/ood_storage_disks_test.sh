@@ -1,5 +1,5 @@
 #!/bin/bash
-# The storage role's home disk when it changes underneath (issue 14), on one real storage VM
+# The storage role's home disk when it changes underneath, on one real storage VM
 # of the open-ondemand image (tests/vm/vm_lib.sh): virtio disks, one hot-plugged through
 # qemu's monitor as `onevm disk-attach` does, a CONTEXT CD, the OneGate simulator.
 #
@@ -16,7 +16,7 @@
 #      stops with an ERROR naming both UUIDs, that disk's bytes unchanged, export-home.mount
 #      unchanged;
 #   5. booted with its own disk again: READY, the disk mounted as it is.
-#   The Slurm state (issue 14): in step 3 the portal's state that the root disk's /export/slurm
+#   The Slurm state: in step 3 the portal's state that the root disk's /export/slurm
 #   held (a key 0400, a state directory of the slurm uid 0700) is copied onto the disk, owners
 #   and modes kept, and bind-mounted back on /export/slurm; in step 5 export-slurm.mount
 #   mounts it at boot;

@@ -289,7 +289,7 @@ TEST(OodSettingsTest, LocalUsersAreAPortalOnlySecret) {
     found = true;
     EXPECT_TRUE(spec.secret);
     EXPECT_EQ(spec.roles, (std::vector<std::string>{"portal"}));
-    // The README's table and the templates say so (and how to give a hash, without a '$',
+    // The operator guide's table and the templates say so (and how to give a hash, without a '$',
     // which the templates generator refuses in a description).
     EXPECT_THAT(SettingsMarkdownTable({spec}),
                 HasSubstr("| `ONEAPP_AUTH_LOCAL_USERS` | portal | string |"));
