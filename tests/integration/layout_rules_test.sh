@@ -7,7 +7,10 @@
 #   5. a role module is at most 220 lines and none of its functions is over 80 lines;
 #   6. role, service and OneGate attribute names are spelled only in roles/names.h;
 #   7. product comments cite only what is in the repository;
-#   8. every tests/unit/**/X_test.cc tests a product file X.cc or X.h at the mirrored path.
+#   8. every tests/unit/**/X_test.cc tests a product file X.cc or X.h at the mirrored path;
+#   9. no function of the product is over 80 lines, but those listed in long_functions.txt, each
+#      at most as long as listed (tests/integration/function_lengths.py, itself checked on
+#      planted violations).
 # Prints PASS/FAIL per rule and "N passed, N failed".
 set -uo pipefail
 SRC=${ONEHPC_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -54,29 +57,35 @@ for f in "${role_files[@]}"; do
     n=$(wc -l < "$f")
     [ "$n" -le 220 ] || out+="$f: $n lines (at most 220)"$'\n'
 done
-out+=$(python3 - "${role_files[@]}" <<'EOF'
-import re, sys
-start = re.compile(r'^( *)(?!//)(?!(if|for|while|switch|namespace|class|struct|enum)\b)\S.*\)\s*'
-                   r'(const)?\s*(override)?\s*(->\s*\S+)?\s*\{\s*$')
-for f in sys.argv[1:]:
-    if not f.endswith('.cc'):
-        continue
-    lines = open(f).read().split('\n')
-    i = 0
-    while i < len(lines):
-        m = start.match(lines[i])
-        if m:
-            indent = m.group(1)
-            j = i + 1
-            while j < len(lines) and lines[j] != indent + '}':
-                j += 1
-            if j - i + 1 > 80:
-                print(f'{f}:{i + 1}: {j - i + 1} lines: {lines[i].strip()[:70]}')
-            i = j
-        i += 1
-EOF
-)
+cc_files=()
+for f in "${role_files[@]}"; do [[ $f == *.cc ]] && cc_files+=("$f"); done
+out+=$(python3 tests/integration/function_lengths.py 80 "${cc_files[@]}")
 check "role modules read like their documentation (<= 220 lines, functions <= 80 lines)" "$out"
+
+# Every function of the product: at most 80 lines, but for those listed in long_functions.txt
+# (each at most its listed length, the list only shrinking).
+mapfile -t product_sources < <(find cli common context roles -name '*.cc' -o -name '*.h' | sort)
+check "no function of the product over 80 lines but the listed ones, none longer than listed" \
+    "$(python3 tests/integration/function_lengths.py 80 --allow tests/integration/long_functions.txt "${product_sources[@]}")"
+
+# The scanner itself, on planted violations: a long function after one whose signature wraps
+# (the case the earlier scanner skipped), a listed function that grew, an unlisted long one.
+plant=$(mktemp -d)
+{
+    printf 'int Wrapped(int a,\n            int b) {\n  return a + b;\n}\n\n'
+    printf 'void Long() {\n'; for i in $(seq 85); do printf '  Step(%d);  // "}" and { in text\n' "$i"; done; printf '}\n'
+    printf 'auto kLambda = [] {\n  return 1;\n};\n'
+} > "$plant/a.cc"
+printf '%s\n' "$plant/a.cc Long 50" > "$plant/allow.txt"
+out=""
+got=$(python3 tests/integration/function_lengths.py 80 "$plant/a.cc")
+grep -q "a.cc:6: 87 lines: Long" <<<"$got" || out+="a long function after a wrapped signature not seen: '$got'"$'\n'
+got=$(python3 tests/integration/function_lengths.py 80 --allow "$plant/allow.txt" "$plant/a.cc")
+grep -q "Long (listed at 50: it grew)" <<<"$got" || out+="a listed function that grew not seen: '$got'"$'\n'
+got=$(python3 tests/integration/function_lengths.py 90 "$plant/a.cc")
+[ -z "$got" ] || out+="a function under the limit reported: '$got'"$'\n'
+rm -rf "$plant"
+check "the function-length scanner sees planted violations (wrapped signature, listed and grown)" "$out"
 
 names='"(controller|worker|storage|portal|ood-worker|OneSlurm|Open OnDemand|READY|OOD_USERS|SLURM_CONTROLLER_ADDR|SLURM_CONTROLLER_HOST|SLURM_MUNGE_KEY_BASE64|SLURM_NODENAME)"'
 check "role, service and OneGate attribute names only in roles/names.h" \
