@@ -14,8 +14,8 @@
 
 namespace onehpc {
 
-/// Every role module, in the operator guide's order. Each role's factory lives in its own .cc file and is
-/// listed in dispatcher.cc.
+/// Every role module, in the operator guide's order. Each role's factory lives in its own .cc
+/// file and is listed in dispatcher.cc.
 std::vector<std::unique_ptr<Role>> AllRoles();
 
 /// Settings every role reads (ONEAPP_ROLE and the generic context variables we interpret,
