@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "common/log.h"
+#include "roles/disk/mount_unit.h"
 
 namespace onehpc::disk {
 namespace {
@@ -437,7 +438,7 @@ Result<bool> EnsureMounted(const std::string& device, const std::string& fs_type
                                         (*current)->fs_type + ") mounted on it, not " + device +
                                         "; unmount it first");
   }
-  auto s = mounts.Mount(MountEntry{device, host_mount_point, fs_type, "defaults,noatime"});
+  auto s = mounts.Mount(MountEntry{device, host_mount_point, fs_type, kHomeDiskMountOptions});
   if (!s) return Fail(s.error());
   return true;
 }

@@ -61,11 +61,11 @@ MountUnitFiles RenderMountUnits(const std::string& uuid, const std::string& fs_t
       "What={}\n"
       "Where={}\n"
       "Type={}\n"
-      "Options=defaults,noatime\n"
+      "Options={}\n"
       "\n"
       "[Install]\n"
       "WantedBy=local-fs.target\n",
-      what, where, fs_type);
+      what, where, fs_type, kHomeDiskMountOptions);
   f.device_dropin_path =
       std::string(kUnitDir) + "/" + EscapePath(what) + ".device.d/50-one-hpc-timeout.conf";
   f.device_dropin =

@@ -14,6 +14,11 @@
 
 namespace onehpc::disk {
 
+/// The options of the ood-home disk's mount: the storage VM runs nothing from the homes, and a
+/// setuid-root program or a device file that a portal's root planted there (the portal writes the
+/// homes with no_root_squash) must not work on it.
+inline constexpr char kHomeDiskMountOptions[] = "defaults,noatime,nosuid,nodev,noexec";
+
 /// systemd-escape --path: "/export/home" -> "export-home", "/dev/disk/by-uuid/a-b" ->
 /// "dev-disk-by\x2duuid-a\x2db".
 std::string EscapePath(const std::string& path);

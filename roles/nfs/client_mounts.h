@@ -4,7 +4,8 @@
 // portal creates home directories as root, so the server must not squash it).
 //
 //   /etc/systemd/system/home.mount   What=10.0.1.5:/export/home  Where=/home  Type=nfs4
-//                                    Options=_netdev,hard,noatime  WantedBy=remote-fs.target
+//                                    Options=_netdev,hard,noatime,nosuid,nodev
+//                                    WantedBy=remote-fs.target
 //
 // `hard`: a short server pause blocks I/O and resumes it, instead of failing writes (slurmctld
 // keeps its state on such a share). The lab cannot run kernel NFS in containers and replaces
@@ -28,7 +29,10 @@ struct RoleEnv;
 
 namespace onehpc::nfs {
 
-inline constexpr char kNfsMountOptions[] = "_netdev,hard,noatime";
+/// nosuid,nodev: the portal writes the homes as root (no_root_squash), so a setuid-root program
+/// or a device file planted there by the portal's or the storage VM's root must not work on a
+/// worker.
+inline constexpr char kNfsMountOptions[] = "_netdev,hard,noatime,nosuid,nodev";
 /// TimeoutSec= of the generated units: how long systemd lets mount.nfs try at boot.
 inline constexpr int kNfsMountUnitTimeoutSec = 90;
 /// The probe file of CheckRootCanWrite: <where>/.one-hpc-root-probe.<pid>.
@@ -61,7 +65,7 @@ std::string NfsMountUnitName(const std::string& where);
 
 /// The unit's text (m must be valid): [Unit] Description (m.why, '%' doubled),
 /// After=/Wants=network-online.target; [Mount] What=server:/export, Where=, Type=nfs4,
-/// Options=_netdev,hard,noatime, TimeoutSec=90s; [Install] WantedBy=remote-fs.target.
+/// Options=_netdev,hard,noatime,nosuid,nodev, TimeoutSec=90s; [Install] WantedBy=remote-fs.target.
 std::string RenderNfsMountUnit(const NfsMount& m);
 
 /// Makes `m.where` an NFS mount, through env.plan:

@@ -205,8 +205,13 @@ TEST_F(StorageDiskTest, BlankIsFormattedLabelledMountedAndConverges) {
   auto m = mounts_.FindByTarget(root_ + "/export/home");
   ASSERT_TRUE(m && m->has_value());
   EXPECT_EQ((*m)->fs_type, "ext4");
+  // The kernel's own view of the mount: nothing planted in the homes runs here.
+  for (const char* flag : {"nosuid", "nodev", "noexec"}) {
+    EXPECT_THAT("," + (*m)->options + ",", HasSubstr(std::string(",") + flag + ",")) << flag;
+  }
   std::string unit = *files_->Read("/etc/systemd/system/export-home.mount");
   EXPECT_THAT(unit, HasSubstr("What=/dev/disk/by-uuid/" + p->uuid));
+  EXPECT_THAT(unit, HasSubstr("Options=defaults,noatime,nosuid,nodev,noexec\n"));
   EXPECT_THAT(*files_->Read(nfs::kExportsFile), HasSubstr("fsid=1,mountpoint)"));
   // The format marker outlives the real mkfs (it lies past the filesystem's end), and the
   // record on the root disk is gone.

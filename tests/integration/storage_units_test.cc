@@ -55,6 +55,10 @@ TEST(StorageUnitsTest, GeneratedMountUnitsVerify) {
   fs::create_directories(dir + "/nfs-server.service.d");
   std::ofstream(dir + "/nfs-server.service.d/50-one-hpc-home.conf") << files.nfs_dropin;
   EXPECT_EQ(name(files.mount_unit_path), "export-home.mount");
+  // Nothing planted in the homes runs on the storage VM: no setuid, no device files, no exec.
+  EXPECT_NE(files.mount_unit.find("\nOptions=defaults,noatime,nosuid,nodev,noexec\n"),
+            std::string::npos)
+      << files.mount_unit;
   // The Slurm state's bind mount from the home disk, with its own drop-in.
   auto state = disk::RenderBindMountUnits("/export/home/.one-hpc-state/slurm", "/export/home",
                                           "/export/slurm");

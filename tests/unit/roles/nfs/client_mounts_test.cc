@@ -163,7 +163,7 @@ TEST(RenderNfsMountUnitTest, ExactText) {
             "What=10.0.1.5:/export/home\n"
             "Where=/home\n"
             "Type=nfs4\n"
-            "Options=_netdev,hard,noatime\n"
+            "Options=_netdev,hard,noatime,nosuid,nodev\n"
             "TimeoutSec=90s\n"
             "\n"
             "[Install]\n"
