@@ -138,7 +138,14 @@ if [ -z "$cd_only" ]; then pass "worker1 has its context only on the CD (no cont
     fail "worker1 has its context only on the CD" "$cd_only"
 fi
 for cmd in follow storage-refresh; do
-    out=$(vm_ssh worker1 "one-hpc $cmd 2>&1; echo \"exit=\$?\"")
+    # While the worker's own follow timer (every 30 s) or a configure holds the run lock, follow
+    # skips its pass before it reads the context ("a configure is running; this pass is
+    # skipped", as in the cold make test of 2026-12-05): try again, up to 90 s.
+    for _ in $(seq 18); do
+        out=$(vm_ssh worker1 "one-hpc $cmd 2>&1; echo \"exit=\$?\"")
+        grep -q 'a configure is running; this pass is skipped' <<<"$out" || break
+        sleep 5
+    done
     rc=$(sed -n 's/^exit=//p' <<<"$out" | tail -n1)
     # On a OneSlurm worker follow runs a pass and storage-refresh exits 3 for its own reason
     # (no storage-exports.json): the exit code proves nothing here, the log lines do.
