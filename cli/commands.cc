@@ -155,7 +155,9 @@ int CmdFollow(const CommonOptions& options) {
   RunLock lock(sys.files, /*wait=*/false);
   if (!lock.held()) {
     if (lock.error() == "busy") {
-      log::Info("follow: a configure is running; this pass is skipped");
+      log::Info(
+          "follow: a configure or another follow pass holds the run lock; this pass is "
+          "skipped");
       return kExitOk;
     }
     log::Error("follow: {}", lock.error());

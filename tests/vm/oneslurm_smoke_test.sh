@@ -139,11 +139,11 @@ if [ -z "$cd_only" ]; then pass "worker1 has its context only on the CD (no cont
 fi
 for cmd in follow storage-refresh; do
     # While the worker's own follow timer (every 30 s) or a configure holds the run lock, follow
-    # skips its pass before it reads the context ("a configure is running; this pass is
+    # skips its pass before it reads the context ("... holds the run lock; this pass is
     # skipped", as in the cold make test of 2026-12-05): try again, up to 90 s.
     for _ in $(seq 18); do
         out=$(vm_ssh worker1 "one-hpc $cmd 2>&1; echo \"exit=\$?\"")
-        grep -q 'a configure is running; this pass is skipped' <<<"$out" || break
+        grep -q 'this pass is skipped' <<<"$out" || break
         sleep 5
     done
     rc=$(sed -n 's/^exit=//p' <<<"$out" | tail -n1)
