@@ -17,9 +17,8 @@ using ::testing::Contains;
 using ::testing::HasSubstr;
 using testing::HaveProgram;
 using ::testing::IsEmpty;
+using testing::kMiB;
 using testing::LoopDevices;
-
-constexpr std::uint64_t kMiB = 1024 * 1024;
 
 class BlockDevicesTest : public ::testing::Test {
  protected:

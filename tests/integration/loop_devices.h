@@ -14,6 +14,7 @@
 
 #include "common/error.h"
 #include "roles/os/process.h"
+#include "tests/integration/helpers.h"
 
 namespace onehpc::testing {
 
@@ -98,15 +99,6 @@ class LoopDevices {
   std::vector<std::string> devices_;
   int next_ = 0;
 };
-
-/// True when `program` is found in the PATH (or the usual sbin directories).
-inline bool HaveProgram(const std::string& program) {
-  for (const char* dir :
-       {"/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"}) {
-    if (::access((std::string(dir) + "/" + program).c_str(), X_OK) == 0) return true;
-  }
-  return false;
-}
 
 }  // namespace onehpc::testing
 

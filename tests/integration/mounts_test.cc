@@ -16,7 +16,7 @@ namespace {
 using ::testing::HasSubstr;
 using testing::LoopDevices;
 
-constexpr std::uint64_t kMiB = 1024 * 1024;
+using testing::kMiB;
 
 class MountsIntegrationTest : public ::testing::Test {
  protected:

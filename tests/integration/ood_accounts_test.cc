@@ -28,20 +28,15 @@
 #include "tests/fakes/machine.h"
 #include "tests/fakes/onegate_sim.h"
 #include "tests/fakes/role_run.h"
+#include "tests/integration/helpers.h"
 
 namespace onehpc::ood {
 namespace {
 
+using testing::ReadAll;
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 void WriteFile(const std::string& path, const std::string& content, fs::perms perms) {
   std::ofstream(path, std::ios::binary) << content;

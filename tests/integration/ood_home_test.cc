@@ -27,22 +27,17 @@
 #include "roles/ood/home.h"
 #include "roles/os/files.h"
 #include "roles/os/mounts.h"
+#include "tests/integration/helpers.h"
 
 namespace onehpc::ood {
 namespace {
 
+using testing::ReadAll;
 namespace fs = std::filesystem;
 
 constexpr uid_t kUid = 54321;
 constexpr gid_t kGid = 54322;
 constexpr uid_t kOtherUid = 54400;
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 void WriteFile(const std::string& path, const std::string& content, mode_t mode = 0644) {
   std::ofstream(path, std::ios::binary) << content;

@@ -41,11 +41,13 @@
 #include "tests/fakes/http.h"
 #include "tests/fakes/mounts.h"
 #include "tests/fakes/ood_portal_generator.h"
+#include "tests/integration/helpers.h"
 #include "tests/integration/loop_devices.h"
 
 namespace onehpc {
 namespace {
 
+using testing::ReadAll;
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 using ::testing::Not;
@@ -55,13 +57,6 @@ constexpr char kAlicePw[] = "Wonderland-42";
 constexpr char kBobPw[] = "Builder-4242";
 constexpr char kMalloryPw[] = "Mallory-4242";  // a local account that is not listed
 constexpr char kMarker[] = "one-hpc portal test page";
-
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 void WriteFile(const std::string& path, const std::string& text) {
   fs::create_directories(fs::path(path).parent_path());
@@ -128,7 +123,7 @@ class Child {
     auto start = runner_.Run(Cmd60({"apache2ctl", "start"}));
     if (!start || start->exit_code != 0) {
       Bad("apache2ctl start: " + (start ? start->err : start.error().message) +
-          Slurp("/var/log/apache2/error.log"));
+          ReadAll("/var/log/apache2/error.log"));
       return 1;
     }
     if (browser_) {
@@ -226,7 +221,7 @@ class Child {
     if (!r) return a;
     a.curl_exit = r->exit_code;
     a.code = r->out;
-    a.body = Slurp(dir_ + "/body");
+    a.body = ReadAll(dir_ + "/body");
     fs::remove(dir_ + "/body");
     return a;
   }
@@ -244,7 +239,7 @@ class Child {
     auto alice = Get("alice", kAlicePw);
     Check(alice.code == "200" && alice.body.find(kMarker) != std::string::npos,
           "a listed user's right password reaches the protected location",
-          "HTTP " + alice.code + Slurp("/var/log/apache2/error.log"));
+          "HTTP " + alice.code + ReadAll("/var/log/apache2/error.log"));
     auto wrong = Get("alice", "Not-her-password");
     Check(wrong.code == "401", "a wrong password gets 401", "HTTP " + wrong.code);
     Check(wrong.seconds >= 1.5, "a wrong password is slowed (>= 1.5 s)",
@@ -300,8 +295,8 @@ class Child {
       std::istringstream out(r->out);
       out >> a.code >> a.location;
     }
-    a.headers = Slurp(dir_ + "/headers");
-    a.body = Slurp(dir_ + "/body");
+    a.headers = ReadAll(dir_ + "/headers");
+    a.body = ReadAll(dir_ + "/body");
     fs::remove(dir_ + "/body");
     fs::remove(dir_ + "/headers");
     return a;
@@ -313,7 +308,7 @@ class Child {
     return r.code.size() == 3 && r.code[0] == '3' &&
            r.location == fmt::format("https://{}{}", kServer, path);
   }
-  std::string Jar() { return Slurp(dir_ + "/jar"); }
+  std::string Jar() { return ReadAll(dir_ + "/jar"); }
   // The session cookie's value in the jar ("" = none).
   std::string CookieValue() {
     std::istringstream in(Jar());
@@ -376,7 +371,7 @@ class Child {
     auto dash = Request(dashboard);
     Check(dash.code == "200" && dash.body.find(kMarker) != std::string::npos,
           "with the session the dashboard answers, without the password being sent again",
-          Show(dash) + Slurp("/var/log/apache2/error.log"));
+          Show(dash) + ReadAll("/var/log/apache2/error.log"));
     Check(dash.headers.find("Path=/pun") == std::string::npos,
           "Open OnDemand's cookie-path rewrite in /pun leaves the session cookie at path /",
           dash.headers);
@@ -576,7 +571,7 @@ void RunChild(const std::string& dir, const ood::PortalLogin& login, size_t expe
   if (pid == 0) ::_exit(Child(dir, login, browser).Run());
   int status = 0;
   ::waitpid(pid, &status, 0);
-  const std::string report = Slurp(dir + "/report");
+  const std::string report = ReadAll(dir + "/report");
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << report;
   EXPECT_THAT(report, Not(HasSubstr("FAIL"))) << report;
   size_t passes = 0;

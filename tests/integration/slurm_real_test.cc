@@ -42,11 +42,14 @@
 #include "roles/slurm/slurm_conf.h"
 #include "roles/slurm/slurmd_unit.h"
 #include "tests/fakes/onegate_sim.h"
+#include "tests/integration/helpers.h"
 #include "tests/simulator/onegate_simulator.h"
 
 namespace onehpc {
 namespace {
 
+using testing::HaveProgram;
+using testing::ReadAll;
 namespace fs = std::filesystem;
 using fakes::SimFault;
 using fakes::SimRole;
@@ -59,13 +62,6 @@ constexpr char kCtlNs[] = "ohsl-ctl";
 constexpr char kCtlAddr[] = "10.79.0.1";
 constexpr char kHostAddr[] = "10.79.0.254";
 constexpr char kMungeSocket[] = "/run/munge/munge.socket.2";
-
-bool HaveProgram(const std::string& name) {
-  for (const char* dir : {"/usr/sbin/", "/usr/bin/", "/sbin/", "/bin/"}) {
-    if (access((std::string(dir) + name).c_str(), X_OK) == 0) return true;
-  }
-  return false;
-}
 
 std::string ShortHost() {
   char buf[256] = {0};
@@ -555,13 +551,6 @@ TEST_F(SlurmRealTest, RestartKeepsDynamicNodes) {
   std::string why;
   ASSERT_TRUE(g_lab->StartCtld(100, false, &why)) << why;
   EXPECT_TRUE(g_lab->Registered("keep"));
-}
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
 }
 
 // Issue: a configless worker keeps the slurm.conf it fetched until slurmd restarts. The

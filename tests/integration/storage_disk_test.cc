@@ -31,10 +31,9 @@ namespace {
 
 using ::testing::HasSubstr;
 using testing::HaveProgram;
+using testing::kMiB;
 using testing::LoopDevices;
 using ::testing::Not;
-
-constexpr std::uint64_t kMiB = 1024 * 1024;
 
 /// FNV-1a over the whole device: "the image is unchanged".
 std::uint64_t Checksum(const std::string& device) {

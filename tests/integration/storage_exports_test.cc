@@ -23,12 +23,14 @@
 
 #include "roles/nfs/exports.h"
 #include "roles/os/process.h"
+#include "tests/integration/helpers.h"
 #include "tests/integration/loop_devices.h"
 
 namespace onehpc {
 namespace {
 
 using ::testing::HasSubstr;
+using testing::ReadAll;
 namespace fs = std::filesystem;
 
 struct ExportfsRun {
@@ -36,13 +38,6 @@ struct ExportfsRun {
   std::string ra_err;
   std::string listing;  // exportfs -v
 };
-
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 class ExportfsTest : public ::testing::Test {
  protected:
@@ -95,10 +90,10 @@ class ExportfsTest : public ::testing::Test {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
-        << "namespace setup failed: " << Slurp(dir_ + "/child.err");
-    out.ra_exit = std::atoi(Slurp(dir_ + "/ra.exit").c_str());
-    out.ra_err = Slurp(dir_ + "/ra.err");
-    out.listing = Slurp(dir_ + "/v.out");
+        << "namespace setup failed: " << ReadAll(dir_ + "/child.err");
+    out.ra_exit = std::atoi(ReadAll(dir_ + "/ra.exit").c_str());
+    out.ra_err = ReadAll(dir_ + "/ra.err");
+    out.listing = ReadAll(dir_ + "/v.out");
     return out;
   }
 
