@@ -17,6 +17,7 @@
 #                                 squid (the storage role's CernVM-FS proxy), apache2 with
 #                                 libapache2-mod-authnz-external and pwauth (the portal's
 #                                 login; pwauth is then executable by root and www-data only)
+#                                 and libapache2-mod-auth-openidc (the OIDC login)
 #                                 (OnDemand itself comes from OSC's apt repository, not here)
 #                          all:   both;  none (default): no role packages
 #   --ondemand-repo URI  install Open OnDemand (the package ondemand) from this apt repository
@@ -46,7 +47,7 @@ PRESET_FILE=$PRESET_DIR/20-one-hpc.preset
 POLICY_RC=/usr/sbin/policy-rc.d
 
 SLURM_PACKAGES="munge slurmd slurmctld slurm-client slurmdbd mariadb-server"
-OOD_PACKAGES="$SLURM_PACKAGES nfs-kernel-server nfs-common squid apache2 libapache2-mod-authnz-external pwauth"
+OOD_PACKAGES="$SLURM_PACKAGES nfs-kernel-server nfs-common squid apache2 libapache2-mod-authnz-external pwauth libapache2-mod-auth-openidc"
 
 # Units one-hpc starts per role; they stay off in the image. Names that are not installed
 # are harmless in a preset file.

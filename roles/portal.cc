@@ -93,7 +93,7 @@ class PortalRole : public Role {
     const bool served_changed = env.plan.ChangedSince(web);
     if (auto s = ood::WriteOodConfig(env, in->servername, in->login, in->clusters); !s) return s;
     if (auto s = ood::PinInteractiveApps(env, ood::kOwnClusterId); !s) return s;
-    if (auto s = ood::ServeOpenOnDemand(env, in->servername, in->login.kind, served_changed); !s)
+    if (auto s = ood::ServeOpenOnDemand(env, in->servername, in->login, served_changed); !s)
       return s;
 
     if (auto s = PublishController(env, in->host, in->addr, *key); !s) return s;
@@ -140,8 +140,8 @@ class PortalRole : public Role {
     in.home = *home;
     in.nfs_host = env.settings.GetString(ood::kNfsHost);
     in.users_text = env.settings.GetString(ood::kLocalUsersVar);
-    in.login = ood::PortalLoginFrom(env.settings.GetString(ood::kPortalLoginVar));
-    if (auto early = ood::ParseLocalUsers(in.users_text); !early) return Fail(early.error());
+    auto early = ood::ParseLocalUsers(in.users_text);
+    if (!early) return Fail(early.error());
     if (!env.Var("SET_HOSTNAME").empty()) {
       auto h = host::ShortNameFromSetHostname(env.Var("SET_HOSTNAME"));
       if (!h) return Fail(h.error());
@@ -155,6 +155,9 @@ class PortalRole : public Role {
     in.public_ip = host::ContextNics(env.context.vars).front().ip;
     in.servername = env.settings.GetString(ood::kPortalHostName);
     if (in.servername.empty()) in.servername = in.public_ip;
+    auto login = ood::PortalLoginFrom(env.settings, in.servername, *early);
+    if (!login) return Fail(login.error());
+    in.login = std::move(*login);
     ood::ClusterYamlInput own;
     own.id = ood::kOwnClusterId;
     own.title = "Open OnDemand cluster";

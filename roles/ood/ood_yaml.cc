@@ -101,6 +101,26 @@ Result<std::string> RenderPortalYaml(const PortalYamlInput& in) {
   for (const auto& line : PortalVhostDirectives(in.login)) out << YAML::DoubleQuoted << line;
   out << YAML::EndSeq;
   Str(out, "logout_redirect", PortalLogoutRedirect(in.login));
+  if (in.login.kind == LoginKind::kOidc) {
+    // Open OnDemand's generator writes mod_auth_openidc's directives from these keys.
+    const OidcLogin& oidc = in.login.oidc;
+    for (const auto* value : {&oidc.issuer, &oidc.client_id, &oidc.client_secret, &oidc.user_claim,
+                              &oidc.crypto_passphrase}) {
+      if (value->empty() || !IsSingleLine(*value) ||
+          value->find_first_of(" \t\"\\") != std::string::npos) {
+        return Invalid("ood_portal.yml: an OIDC value is empty or holds a space or a quote");
+      }
+    }
+    Str(out, "oidc_uri", kOidcRedirectPath);
+    Str(out, "oidc_provider_metadata_url", OidcMetadataUrl(oidc.issuer));
+    Str(out, "oidc_client_id", oidc.client_id);
+    Str(out, "oidc_client_secret", oidc.client_secret);
+    Str(out, "oidc_remote_user_claim", oidc.user_claim);
+    Str(out, "oidc_scope", "openid profile email");
+    Str(out, "oidc_crypto_passphrase", oidc.crypto_passphrase);
+    out << YAML::Key << "oidc_session_inactivity_timeout" << YAML::Value << in.login.idle_seconds;
+    out << YAML::Key << "oidc_session_max_duration" << YAML::Value << in.login.lifetime_seconds;
+  }
   out << YAML::EndMap;
   return Finish(out);
 }
@@ -191,6 +211,20 @@ Status WriteOodConfig(RoleEnv& env, const std::string& servername, const PortalL
   PortalYamlInput portal;
   portal.servername = servername;
   portal.login = login;
+  if (login.kind == LoginKind::kOidc) {
+    // Made by EnsurePortalLogin (in a dry run, perhaps not yet).
+    auto key = env.files.ReadIfExists(kOidcPassphraseFile);
+    if (!key) return Fail(key.error());
+    std::string& passphrase = portal.login.oidc.crypto_passphrase;
+    passphrase = key->value_or("");
+    while (!passphrase.empty() && passphrase.back() == '\n') passphrase.pop_back();
+    if (passphrase.empty()) {
+      if (!env.plan.dry_run()) {
+        return Fail(ErrorKind::kNotFound, std::string(kOidcPassphraseFile) + " is missing");
+      }
+      passphrase = "made-at-the-first-run";
+    }
+  }
   auto yaml = RenderPortalYaml(portal);
   if (!yaml) return Fail(yaml.error());
   if (auto s = EnsureFile(env, std::string(kOodConfigDir) + "/ood_portal.yml", *yaml, 0600,

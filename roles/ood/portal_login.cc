@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <cctype>
+#include <tuple>
+
 #include "common/log.h"
 #include "roles/ensure.h"
 #include "roles/names.h"
@@ -197,13 +200,145 @@ Status RunA2(RoleEnv& env, std::vector<std::string> argv) {
   return r ? Ok() : Fail(r.error());
 }
 
-PortalLogin PortalLoginFrom(const std::string& value) {
+std::vector<SettingSpec> LoginSettings() {
+  const std::vector<std::string> roles = {kPortalRole};
+  SettingSpec login;
+  login.name = kPortalLoginVar;
+  login.type = SettingType::kEnum;
+  login.choices = {kLoginForm, kLoginOidc, kLoginBasic};
+  login.default_value = kLoginForm;
+  login.description =
+      "How the users log in: form (a login page and an encrypted session cookie with an idle "
+      "limit, a lifetime and a logout), oidc (the site's OpenID Connect provider, "
+      "ONEAPP_PORTAL_OIDC_*) or basic (HTTP Basic: the browser sends the password with every "
+      "request and there is no logout; discouraged by Open OnDemand).";
+  login.roles = roles;
+
+  SettingSpec issuer;
+  issuer.name = kOidcIssuerVar;
+  issuer.description =
+      "With ONEAPP_PORTAL_LOGIN=oidc: the issuer of the site's OpenID Connect provider (its "
+      "discovery document is at <issuer>/.well-known/openid-configuration).";
+  issuer.roles = roles;
+  issuer.pattern = "https://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[A-Za-z0-9._~%/-]*)?";
+  issuer.expected = "an https URL such as https://idp.example.org/realms/hpc";
+
+  SettingSpec client;
+  client.name = kOidcClientIdVar;
+  client.description =
+      "With ONEAPP_PORTAL_LOGIN=oidc: the portal's client id at the provider (its redirect URI "
+      "is https://<portal>/oidc).";
+  client.roles = roles;
+  client.pattern = "[A-Za-z0-9._~:@/+=-]{1,255}";
+  client.expected = "1 to 255 characters of letters, digits and . _ ~ : @ / + = -";
+
+  SettingSpec secret;
+  secret.name = kOidcClientSecretVar;
+  secret.type = SettingType::kPassword;
+  secret.description =
+      "With ONEAPP_PORTAL_LOGIN=oidc: the portal's client secret at the provider. Portal only: "
+      "the storage VM and the workers refuse to start with it in their context.";
+  secret.roles = roles;
+  secret.pattern = "[A-Za-z0-9._~+/=-]{8,512}";
+  secret.expected = "8 to 512 characters of letters, digits and . _ ~ + / = -";
+
+  SettingSpec claim;
+  claim.name = kOidcUserClaimVar;
+  claim.type = SettingType::kEnum;
+  claim.choices = {kOidcClaimUsername, kOidcClaimSub};
+  claim.default_value = kOidcClaimUsername;
+  claim.description =
+      "With ONEAPP_PORTAL_LOGIN=oidc: the claim whose value is the local user's name; only the "
+      "users of ONEAPP_AUTH_LOCAL_USERS are admitted.";
+  claim.roles = roles;
+
+  SettingSpec logout;
+  logout.name = kOidcLogoutUrlVar;
+  logout.description =
+      "With ONEAPP_PORTAL_LOGIN=oidc: the page of the portal a user lands on after logging out "
+      "(the session at the provider is ended too when it offers that); empty means the "
+      "portal's front page.";
+  logout.roles = roles;
+  logout.pattern = "https://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[A-Za-z0-9._~%/-]*)?";
+  logout.expected = "an https URL of the portal such as https://ood.example.org/";
+  return {login, issuer, client, secret, claim, logout};
+}
+
+std::string OidcMetadataUrl(const std::string& issuer) {
+  std::string base = issuer;
+  while (!base.empty() && base.back() == '/') base.pop_back();
+  return base + "/.well-known/openid-configuration";
+}
+
+std::string PercentEncode(const std::string& text) {
+  std::string out;
+  for (unsigned char c : text) {
+    if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      out += fmt::format("%{:02X}", c);
+    }
+  }
+  return out;
+}
+
+Result<PortalLogin> PortalLoginFrom(const Settings& settings, const std::string& servername,
+                                    const std::vector<LocalUser>& users) {
   PortalLogin login;
-  login.kind = value == kLoginBasic ? LoginKind::kBasic : LoginKind::kForm;
+  const std::string& kind = settings.GetString(kPortalLoginVar);
+  login.kind = kind == kLoginBasic  ? LoginKind::kBasic
+               : kind == kLoginOidc ? LoginKind::kOidc
+                                    : LoginKind::kForm;
+  for (const auto& u : users) login.admitted.push_back(u.name);
+  if (login.kind != LoginKind::kOidc) {
+    for (const char* var :
+         {kOidcIssuerVar, kOidcClientIdVar, kOidcClientSecretVar, kOidcLogoutUrlVar}) {
+      if (settings.GetString(var).empty()) continue;
+      return Fail(ErrorKind::kInvalidInput,
+                  fmt::format("{} is set but {}={}: set {}={} to log in through the OpenID "
+                              "Connect provider, or leave it empty",
+                              var, kPortalLoginVar, kind, kPortalLoginVar, kLoginOidc));
+    }
+    return login;
+  }
+  OidcLogin& oidc = login.oidc;
+  oidc.issuer = settings.GetString(kOidcIssuerVar);
+  oidc.client_id = settings.GetString(kOidcClientIdVar);
+  oidc.client_secret = settings.GetString(kOidcClientSecretVar);
+  oidc.user_claim = settings.GetString(kOidcUserClaimVar);
+  for (const auto& [var, value, what] :
+       {std::tuple{kOidcIssuerVar, &oidc.issuer, "the https URL of the provider's issuer"},
+        std::tuple{kOidcClientIdVar, &oidc.client_id, "the portal's client id at the provider"},
+        std::tuple{kOidcClientSecretVar, &oidc.client_secret,
+                   "the portal's client secret at the provider"}}) {
+    if (value->empty()) {
+      return Fail(ErrorKind::kInvalidInput, fmt::format("{} is empty but {}={}: expected {}", var,
+                                                        kPortalLoginVar, kLoginOidc, what));
+    }
+  }
+  const std::string portal = fmt::format("https://{}/", servername);
+  oidc.logout_url = settings.GetString(kOidcLogoutUrlVar);
+  if (oidc.logout_url.empty()) oidc.logout_url = portal;
+  if (oidc.logout_url != portal.substr(0, portal.size() - 1) &&
+      oidc.logout_url.rfind(portal, 0) != 0) {
+    return Fail(ErrorKind::kInvalidInput,
+                fmt::format("{}='{}' is outside the portal: expected a page of {} (after a "
+                            "logout, mod_auth_openidc sends the browser to the portal only)",
+                            kOidcLogoutUrlVar, oidc.logout_url, portal));
+  }
   return login;
 }
 
 std::vector<std::string> PortalAuthLines(const PortalLogin& login) {
+  if (login.kind == LoginKind::kOidc) {
+    // Several Require lines in one location: any of them admits (only the listed users).
+    std::vector<std::string> lines = {"AuthType openid-connect"};
+    for (const auto& name : login.admitted) {
+      lines.push_back(fmt::format("Require claim {}:{}", login.oidc.user_claim, name));
+    }
+    if (login.admitted.empty()) lines.push_back("Require all denied");
+    return lines;
+  }
   if (login.kind == LoginKind::kBasic) {
     return {"AuthType Basic", fmt::format("AuthName \"{}\"", kServiceName),
             "AuthBasicProvider external", "AuthExternal pwauth", "Require valid-user"};
@@ -214,6 +349,11 @@ std::vector<std::string> PortalAuthLines(const PortalLogin& login) {
 }
 
 std::string PortalLogoutRedirect(const PortalLogin& login) {
+  // mod_auth_openidc's logout: ends its session, the provider's (when the provider publishes
+  // an end_session_endpoint), then sends the browser to the given page of the portal.
+  if (login.kind == LoginKind::kOidc) {
+    return fmt::format("{}?logout={}", kOidcRedirectPath, PercentEncode(login.oidc.logout_url));
+  }
   return login.kind == LoginKind::kBasic ? "/pun/sys/dashboard/logout" : kLogoutLocation;
 }
 
@@ -246,6 +386,9 @@ std::string RenderPwauthPam() {
 }
 
 std::vector<std::string> PortalVhostDirectives(const PortalLogin& login) {
+  // OIDC: Open OnDemand's generator writes mod_auth_openidc's directives from ood_portal.yml's
+  // oidc_* keys.
+  if (login.kind == LoginKind::kOidc) return {};
   // mod_authnz_external keeps its authenticators per virtual host.
   std::vector<std::string> lines = {fmt::format("DefineExternalAuth pwauth pipe {}", kPwauth)};
   if (login.kind == LoginKind::kBasic) return lines;
@@ -296,10 +439,12 @@ std::vector<std::string> PortalVhostDirectives(const PortalLogin& login) {
 
 std::vector<std::string> PortalApacheModules(LoginKind kind) {
   // OnDemand's package enables rewrite, lua, headers, proxy, proxy_http and proxy_wstunnel;
-  // ssl (with its session cache) serves HTTPS, authnz_external asks pwauth.
-  std::vector<std::string> mods = {"ssl",     "socache_shmcb", "authnz_external",
-                                   "rewrite", "lua",           "headers",
-                                   "proxy",   "proxy_http",    "proxy_wstunnel"};
+  // ssl (with its session cache) serves HTTPS; authnz_external asks pwauth, auth_openidc the
+  // site's provider.
+  std::vector<std::string> mods = {
+      "ssl",     "socache_shmcb", kind == LoginKind::kOidc ? "auth_openidc" : "authnz_external",
+      "rewrite", "lua",           "headers",
+      "proxy",   "proxy_http",    "proxy_wstunnel"};
   if (kind == LoginKind::kForm) {
     // The form, its session (a cookie, encrypted), the kept request body of the login, and
     // the cache of successful checks.
@@ -321,7 +466,8 @@ Status EnsurePortalLogin(RoleEnv& env, const std::vector<LocalUser>& users,
     if (!env.files.Exists(fmt::format("{}/{}.load", kModsAvailable, m))) {
       return Fail(ErrorKind::kNotFound,
                   fmt::format("the Apache module {} is not installed ({}/{}.load): the image "
-                              "needs apache2 and libapache2-mod-authnz-external",
+                              "needs apache2, libapache2-mod-authnz-external and "
+                              "libapache2-mod-auth-openidc",
                               m, kModsAvailable, m));
     }
     missing.push_back(m);
@@ -338,6 +484,13 @@ Status EnsurePortalLogin(RoleEnv& env, const std::vector<LocalUser>& users,
                           "the portal's login admits the listed users and locks out guessing");
       !s) {
     return Fail(s.error());
+  }
+  if (login.kind == LoginKind::kOidc) {
+    if (auto s = EnsureKey(env, kOidcPassphraseFile, 0600, root,
+                           "the key that encrypts mod_auth_openidc's session cookies");
+        !s) {
+      return s;
+    }
   }
   if (login.kind == LoginKind::kForm) {
     // Apache reads the session key as root when it starts; its workers (www-data) read the

@@ -5,8 +5,11 @@
 // the session is a cookie encrypted and authenticated with a key only the portal holds
 // (mod_session_crypto), with an idle limit (SessionMaxAge, renewed at each request), a
 // lifetime counted from the login (a signed login time, checked by a Lua hook) and a logout
-// that ends it. HTTP Basic over TLS (ONEAPP_PORTAL_LOGIN=basic) stays as a discouraged
-// opt-in. Apache never reads /etc/shadow.
+// that ends it. With ONEAPP_PORTAL_LOGIN=oidc the users log in with the site's OpenID Connect
+// provider through Debian's mod_auth_openidc, configured by Open OnDemand's own generator keys
+// (oidc_*): a claim names the local user, and only the listed users are admitted. HTTP Basic
+// over TLS (ONEAPP_PORTAL_LOGIN=basic) stays as a discouraged opt-in. Apache never reads
+// /etc/shadow.
 #ifndef ONEHPC_ROLES_OOD_PORTAL_LOGIN_H_
 #define ONEHPC_ROLES_OOD_PORTAL_LOGIN_H_
 
@@ -14,6 +17,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "context/settings.h"
 #include "roles/ood/users.h"
 
 namespace onehpc {
@@ -35,6 +39,22 @@ inline constexpr int kLoginUnlockTime = 600;
 inline constexpr const char* kPortalLoginVar = "ONEAPP_PORTAL_LOGIN";
 inline constexpr const char* kLoginForm = "form";
 inline constexpr const char* kLoginBasic = "basic";
+inline constexpr const char* kLoginOidc = "oidc";
+
+/// The site's OpenID Connect provider (ONEAPP_PORTAL_LOGIN=oidc).
+inline constexpr const char* kOidcIssuerVar = "ONEAPP_PORTAL_OIDC_ISSUER";
+inline constexpr const char* kOidcClientIdVar = "ONEAPP_PORTAL_OIDC_CLIENT_ID";
+inline constexpr const char* kOidcClientSecretVar = "ONEAPP_PORTAL_OIDC_CLIENT_SECRET";
+inline constexpr const char* kOidcUserClaimVar = "ONEAPP_PORTAL_OIDC_USER_CLAIM";
+inline constexpr const char* kOidcLogoutUrlVar = "ONEAPP_PORTAL_OIDC_LOGOUT_URL";
+/// The claims that can name a local user (their value must be the user's name).
+inline constexpr const char* kOidcClaimUsername = "preferred_username";
+inline constexpr const char* kOidcClaimSub = "sub";
+/// mod_auth_openidc's redirect URI on the portal (Open OnDemand's oidc_uri).
+inline constexpr const char* kOidcRedirectPath = "/oidc";
+/// The key mod_auth_openidc encrypts its session and state cookies with: random, made once,
+/// root only (the generator copies it into the root-only virtual host).
+inline constexpr const char* kOidcPassphraseFile = "/etc/one-hpc/portal-oidc.key";
 
 /// The session key (mod_session_crypto): random, made once, root only (Apache reads it as
 /// root when it starts).
@@ -57,16 +77,35 @@ inline constexpr const char* kLoginCookie = "onehpc_login";
 inline constexpr int kSessionIdleSeconds = 3600;
 inline constexpr int kSessionLifetimeSeconds = 36000;
 
-enum class LoginKind { kForm, kBasic };
+enum class LoginKind { kForm, kBasic, kOidc };
+
+struct OidcLogin {
+  std::string issuer;  ///< https URL; its discovery document is under it
+  std::string client_id;
+  std::string client_secret;  ///< secret
+  std::string user_claim = kOidcClaimUsername;
+  std::string logout_url;         ///< where a user lands after logging out (on the portal)
+  std::string crypto_passphrase;  ///< kOidcPassphraseFile's key (secret)
+};
 
 struct PortalLogin {
   LoginKind kind = LoginKind::kForm;
   int idle_seconds = kSessionIdleSeconds;
   int lifetime_seconds = kSessionLifetimeSeconds;
+  OidcLogin oidc;
+  std::vector<std::string> admitted;  ///< the listed users (OIDC: the claim values admitted)
 };
 
-/// The login of ONEAPP_PORTAL_LOGIN (validated by the settings: "form" or "basic").
-PortalLogin PortalLoginFrom(const std::string& value);
+/// The login of ONEAPP_PORTAL_LOGIN and, for oidc, ONEAPP_PORTAL_OIDC_* (each checked by the
+/// settings' patterns first). Errors name the variable: oidc without an issuer, a client id
+/// or a secret; an OIDC setting given with another login; a logout URL outside
+/// https://<servername>/.
+Result<PortalLogin> PortalLoginFrom(const Settings& settings, const std::string& servername,
+                                    const std::vector<LocalUser>& users);
+/// ONEAPP_PORTAL_LOGIN and the OIDC login's settings (the portal's).
+std::vector<SettingSpec> LoginSettings();
+/// OpenID Connect Discovery: the provider's metadata URL for its issuer.
+std::string OidcMetadataUrl(const std::string& issuer);
 
 /// The `auth` lines of ood_portal.yml (copied by Open OnDemand into each protected Location).
 std::vector<std::string> PortalAuthLines(const PortalLogin& login);
@@ -85,12 +124,16 @@ std::string RenderLoginLua(const PortalLogin& login);
 /// The Apache modules the generated configuration uses (OnDemand's own and ours).
 std::vector<std::string> PortalApacheModules(LoginKind kind = LoginKind::kForm);
 
+/// Percent-encodes everything but RFC 3986's unreserved characters (a URL as a query value).
+std::string PercentEncode(const std::string& text);
+
 /// Runs one of Debian's a2enmod, a2ensite, a2dissite (argv, bounded): they only make links under
 /// /etc/apache2 (and note it in /var/lib/apache2); they never start Apache.
 Status RunA2(RoleEnv& env, std::vector<std::string> argv);
 
 /// The users file, pwauth's PAM stack, the Apache modules (a2enmod, only those not enabled
-/// yet) and, for the form, the session key (made once) and the Lua file.
+/// yet) and, for the form, the session key (made once) and the Lua file; for OIDC, the
+/// passphrase of mod_auth_openidc's cookies (made once).
 Status EnsurePortalLogin(RoleEnv& env, const std::vector<LocalUser>& users,
                          const PortalLogin& login);
 

@@ -6,6 +6,7 @@
 
 #include "common/log.h"
 #include "common/retry.h"
+#include "roles/ensure.h"
 #include "roles/names.h"
 #include "roles/ood/ood_yaml.h"
 #include "roles/ood/portal_login.h"
@@ -136,8 +137,8 @@ Result<GeneratorResult> InterpretGenerator(int exit_code, const std::string& out
   }
 }
 
-Status ProbePortal(HttpTransport& http, const std::string& servername, LoginKind login) {
-  const bool form = login == LoginKind::kForm;
+Status ProbePortal(HttpTransport& http, const std::string& servername, const PortalLogin& login) {
+  const bool form = login.kind == LoginKind::kForm;
   HttpRequest request;
   request.method = "GET";
   request.url = fmt::format("https://{}{}", servername, form ? kLoginPage : "/pun/sys/dashboard/");
@@ -148,16 +149,39 @@ Status ProbePortal(HttpTransport& http, const std::string& servername, LoginKind
   request.max_response_bytes = std::size_t{1} << 20;
   auto r = http.Send(request);
   if (!r) return Fail(r.error());
-  const bool answers =
-      form ? r->status == 200 && r->body.find("name=\"httpd_password\"") != std::string::npos
-           : r->status == 401;
+  std::string expected;
+  bool answers = false;
+  switch (login.kind) {
+    case LoginKind::kForm:
+      expected = "login form";
+      answers = r->status == 200 && r->body.find("name=\"httpd_password\"") != std::string::npos;
+      break;
+    case LoginKind::kBasic:
+      expected = "Basic login (401)";
+      answers = r->status == 401;
+      break;
+    case LoginKind::kOidc: {
+      // mod_auth_openidc sends the browser to the provider's authorization endpoint, with
+      // the portal's client id and redirect URI (Apache's 302 page repeats the Location).
+      expected = "redirect to the OpenID Connect provider";
+      const std::string redirect = fmt::format("https://{}{}", servername, kOidcRedirectPath);
+      answers =
+          r->status == 302 &&
+          r->body.find("client_id=" + PercentEncode(login.oidc.client_id)) != std::string::npos &&
+          r->body.find("redirect_uri=" + PercentEncode(redirect)) != std::string::npos;
+      if (!answers && r->status >= 500) {
+        expected += fmt::format(" (can the portal read {}? see /var/log/apache2/error.log)",
+                                OidcMetadataUrl(login.oidc.issuer));
+      }
+      break;
+    }
+  }
   if (answers) return Ok();
   return Fail(ErrorKind::kNetwork,
-              fmt::format("GET {} answered HTTP {}, not the {}", request.url, r->status,
-                          form ? "login form" : "Basic login (401)"));
+              fmt::format("GET {} answered HTTP {}, not the {}", request.url, r->status, expected));
 }
 
-Status ServeOpenOnDemand(RoleEnv& env, const std::string& servername, LoginKind login,
+Status ServeOpenOnDemand(RoleEnv& env, const std::string& servername, const PortalLogin& login,
                          bool served_changed) {
   auto presence = FindOpenOnDemand(env.files);
   if (!presence) return Fail(presence.error());
@@ -172,6 +196,18 @@ Status ServeOpenOnDemand(RoleEnv& env, const std::string& servername, LoginKind 
   }
   bool generated = false;
   if (auto s = RunGenerator(env, generated); !s) return s;
+  // The generator writes the virtual host with the default mode (0644): with OIDC it holds the
+  // client secret and the cookie passphrase, so it is made root-only (same bytes: its checksum
+  // still matches). Not a change of what Apache serves.
+  if (login.kind == LoginKind::kOidc && env.files.Exists(kPortalSite)) {
+    auto text = env.files.Read(kPortalSite);
+    if (!text) return Fail(text.error());
+    if (auto s = EnsureFile(env, kPortalSite, *text, 0600, FileOwner{"root", "root"},
+                            "the virtual host holds the OIDC client secret: root only");
+        !s) {
+      return Fail(s.error());
+    }
+  }
   const size_t mark = env.plan.Mark();
   if (auto s = EnsureSites(env); !s) return s;
   const bool restart = served_changed || generated || env.plan.ChangedSince(mark);

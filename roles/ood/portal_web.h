@@ -50,14 +50,15 @@ Result<GeneratorResult> InterpretGenerator(int exit_code, const std::string& out
 /// it when what it serves changed, then waits (up to 90 s) until the portal answers as a user
 /// meets it (ProbePortal); publishes OOD_URL. Without: changes nothing of Apache and
 /// publishes why in OOD_PORTAL.
-Status ServeOpenOnDemand(RoleEnv& env, const std::string& servername, LoginKind login,
+Status ServeOpenOnDemand(RoleEnv& env, const std::string& servername, const PortalLogin& login,
                          bool served_changed);
 
 /// One look at the portal as a user meets it: HTTPS on this VM's port 443 under the portal's
 /// name, trusting only the certificate the role installed (kOodSslDir/<name>.crt), and the
-/// login: the form's page (200 with the password field) or, with Basic, 401 on the dashboard.
+/// login: the form's page (200 with the password field); with Basic, 401 on the dashboard; with
+/// OIDC, the dashboard's 302 to the provider with the portal's client id and redirect URI.
 /// kNetwork while it does not answer so.
-Status ProbePortal(HttpTransport& http, const std::string& servername, LoginKind login);
+Status ProbePortal(HttpTransport& http, const std::string& servername, const PortalLogin& login);
 
 }  // namespace onehpc::ood
 

@@ -95,19 +95,9 @@ std::vector<SettingSpec> PortalSettings() {
       "only: the storage VM and the workers refuse to start with it in their context.";
   key.roles = {kPortalRole};
 
-  SettingSpec login;
-  login.name = kPortalLoginVar;
-  login.type = SettingType::kEnum;
-  login.choices = {kLoginForm, kLoginBasic};
-  login.default_value = kLoginForm;
-  login.description =
-      "How the users log in: form (a login page and an encrypted session cookie with an idle "
-      "limit, a lifetime and a logout) or basic (HTTP Basic: the browser sends the password "
-      "with every request and there is no logout; discouraged by Open OnDemand).";
-  login.roles = {kPortalRole};
-
-  std::vector<SettingSpec> specs = {users, host,      login, chain,   key,
-                                    site,  site_host, title, cluster, ComputeNetworkSetting()};
+  std::vector<SettingSpec> specs = {
+      users, host, chain, key, site, site_host, title, cluster, ComputeNetworkSetting()};
+  for (auto& spec : LoginSettings()) specs.push_back(spec);
   for (auto& spec : SharedNfsSettings()) specs.push_back(spec);
   // The service template sets it to the workers' max_vms.
   specs.push_back(MaxNodesSetting(kPortalRole));

@@ -11,6 +11,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sched.h>
+#include <strings.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -57,6 +58,8 @@ constexpr char kAlicePw[] = "Wonderland-42";
 constexpr char kBobPw[] = "Builder-4242";
 constexpr char kMalloryPw[] = "Mallory-4242";  // a local account that is not listed
 constexpr char kMarker[] = "one-hpc portal test page";
+constexpr int kProviderPort = 8443;
+constexpr char kCaBundle[] = "/etc/ssl/certs/ca-certificates.crt";
 
 void WriteFile(const std::string& path, const std::string& text) {
   fs::create_directories(fs::path(path).parent_path());
@@ -116,6 +119,7 @@ class Child {
     if (auto s = RoleFiles(); !s) return Bad("the role's files: " + s.error().message), 2;
     if (auto s = BuildVirtualHost(); !s) return Bad("virtual host: " + s.error().message), 2;
     WriteFile("/var/www/ood-test/pun/sys/dashboard/index.html", std::string(kMarker) + "\n");
+    if (login_.kind == ood::LoginKind::kOidc) StandInProvider();
 
     auto t = runner_.Run(Cmd60({"apache2ctl", "-t"}));
     Check(t && t->exit_code == 0, "apache2ctl -t accepts the configuration",
@@ -130,6 +134,8 @@ class Child {
       BrowserChecks();
     } else if (login_.kind == ood::LoginKind::kBasic) {
       BasicChecks();
+    } else if (login_.kind == ood::LoginKind::kOidc) {
+      OidcChecks();
     } else {
       FormChecks();
     }
@@ -228,7 +234,7 @@ class Child {
 
   void BasicChecks() {
     CurlTransport curl;
-    auto probe = ood::ProbePortal(curl, kServer, ood::LoginKind::kBasic);
+    auto probe = ood::ProbePortal(curl, kServer, ood::PortalLogin{ood::LoginKind::kBasic});
     Check(probe.has_value(),
           "the role's READY probe (libcurl, the role's certificate alone) finds the Basic login",
           probe ? "" : probe.error().message);
@@ -326,6 +332,117 @@ class Child {
     return fmt::format("HTTP {} -> '{}' in {:.2f} s", r.code, r.location, r.seconds);
   }
 
+  // A stand-in for the site's OpenID Connect provider, reduced to its discovery document (the
+  // provider itself is not run here): served over HTTPS by the same Apache on port 8443 with
+  // the portal's certificate, which the private /etc's CA bundle trusts, as a site's provider
+  // is trusted through Debian's CA bundle. Its endpoints follow OpenID Connect Discovery 1.0.
+  void StandInProvider() {
+    const std::string base = fmt::format("https://{}:{}/idp", kServer, kProviderPort);
+    const std::string crt = fmt::format("{}/{}.crt", ood::kOodSslDir, kServer);
+    const std::string key = fmt::format("{}/{}.key", ood::kOodSslDir, kServer);
+    std::ofstream(kCaBundle, std::ios::app) << ReadAll(crt);
+    WriteFile("/var/www/idp/idp/.well-known/openid-configuration",
+              fmt::format(R"({{"issuer": "{0}", "authorization_endpoint": "{0}/authorize",
+"token_endpoint": "{0}/token", "jwks_uri": "{0}/jwks", "userinfo_endpoint": "{0}/userinfo",
+"response_types_supported": ["code"], "subject_types_supported": ["public"],
+"id_token_signing_alg_values_supported": ["RS256"],
+"token_endpoint_auth_methods_supported": ["client_secret_basic"]}})",
+                          base));
+    WriteFile("/etc/apache2/sites-enabled/zz-provider-standin.conf",
+              fmt::format("Listen {0}:{1} https\n<VirtualHost {0}:{1}>\n  SSLEngine On\n"
+                          "  SSLCertificateFile \"{2}\"\n  SSLCertificateKeyFile \"{3}\"\n"
+                          "  DocumentRoot /var/www/idp\n  <Directory /var/www/idp>\n"
+                          "    Require all granted\n  </Directory>\n  <Files "
+                          "\"openid-configuration\">\n    ForceType application/json\n"
+                          "  </Files>\n</VirtualHost>\n",
+                          kServer, kProviderPort, crt, key));
+  }
+
+  struct Raw {
+    std::string code, headers, body;
+  };
+  Raw GetRaw(const std::string& path) {
+    Command c;
+    c.argv = {"curl",
+              "-sS",
+              "--max-time",
+              "30",
+              "--cacert",
+              fmt::format("{}/{}.crt", ood::kOodSslDir, kServer),
+              "-D",
+              dir_ + "/headers",
+              "-o",
+              dir_ + "/body",
+              "-w",
+              "%{http_code}",
+              fmt::format("https://{}{}", kServer, path)};
+    c.timeout = Duration(40000);
+    Raw raw;
+    auto r = runner_.Run(c);
+    if (r) raw.code = r->out;
+    raw.headers = ReadAll(dir_ + "/headers");
+    raw.body = ReadAll(dir_ + "/body");
+    return raw;
+  }
+  static std::string Header(const std::string& headers, const std::string& name) {
+    std::istringstream in(headers);
+    std::string found;
+    for (std::string line; std::getline(in, line);) {
+      if (line.size() > name.size() && strncasecmp(line.c_str(), name.c_str(), name.size()) == 0 &&
+          line[name.size()] == ':') {
+        found += line.substr(name.size() + 1) + "\n";
+      }
+    }
+    return found;
+  }
+
+  // OIDC (6 checks): mod_auth_openidc, configured from ood_portal.yml's oidc_* keys, reads the
+  // provider's discovery document and sends a browser without a session to the provider.
+  void OidcChecks() {
+    CurlTransport curl;
+    auto probe = ood::ProbePortal(curl, kServer, login_);
+    Check(probe.has_value(),
+          "the role's READY probe finds the dashboard's redirect to the OpenID Connect provider",
+          probe ? "" : probe.error().message + ReadAll("/var/log/apache2/error.log"));
+    auto anon = GetRaw("/pun/sys/dashboard/");
+    const std::string location = Header(anon.headers, "Location");
+    const std::string authorize =
+        fmt::format(" https://{}:{}/idp/authorize?", kServer, kProviderPort);
+    bool params = location.rfind(authorize, 0) == 0;
+    for (const char* p : {"response_type=code", "scope=openid%20profile%20email",
+                          "client_id=ood-portal", "redirect_uri=https%3A%2F%2F127.0.0.1%2Foidc"}) {
+      params = params && location.find(p) != std::string::npos;
+    }
+    Check(anon.code == "302" && params,
+          "no session: the dashboard sends the browser to the provider's authorization endpoint "
+          "(code flow, the portal's client id, its redirect URI /oidc, scope openid profile email)",
+          "HTTP " + anon.code + " Location:" + location + ReadAll("/var/log/apache2/error.log"));
+    const std::string state = Header(anon.headers, "Set-Cookie");
+    Check(state.find("mod_auth_openidc_state_") != std::string::npos &&
+              state.find("Secure") != std::string::npos &&
+              state.find("HttpOnly") != std::string::npos,
+          "the login's state cookie is Secure and HttpOnly", state);
+    auto out = GetRaw("/logout");
+    Check(out.code == "302" &&
+              Header(out.headers, "Location").find("/oidc?logout=https%3A%2F%2F127.0.0.1%2F") !=
+                  std::string::npos,
+          "the dashboard's /logout goes to mod_auth_openidc's logout, back to the portal",
+          "HTTP " + out.code + " Location:" + Header(out.headers, "Location"));
+    auto back = GetRaw("/oidc?logout=https%3A%2F%2F127.0.0.1%2F");
+    Check(back.code == "302" &&
+              Header(back.headers, "Location").find("https://127.0.0.1/") != std::string::npos,
+          "mod_auth_openidc's logout ends on the portal's front page",
+          "HTTP " + back.code + " Location:" + Header(back.headers, "Location"));
+    auto away = GetRaw("/oidc?logout=https%3A%2F%2Fevil.example.net%2F");
+    // mod_auth_openidc answers with its error page (HTTP 200 in Debian 12's 2.4.12).
+    Check(Header(away.headers, "Location").empty() &&
+              away.body.find("Error") != std::string::npos &&
+              away.body.find("evil.example.net") != std::string::npos,
+          "a logout that would send the browser off the portal is refused (no redirect, "
+          "mod_auth_openidc's error page)",
+          "HTTP " + away.code + " Location:" + Header(away.headers, "Location") + away.body);
+  }
+
   void FormChecks() {
     const std::string dashboard = "/pun/sys/dashboard/";
     const std::string login = ood::kLoginPage;
@@ -334,7 +451,7 @@ class Child {
           "the session key is root's, mode 0600, and Apache started with it");
 
     CurlTransport curl;
-    auto probe = ood::ProbePortal(curl, kServer, ood::LoginKind::kForm);
+    auto probe = ood::ProbePortal(curl, kServer, ood::PortalLogin{ood::LoginKind::kForm});
     Check(probe.has_value(),
           "the role's READY probe (libcurl, the role's certificate alone) finds the login form",
           probe ? "" : probe.error().message);
@@ -600,8 +717,26 @@ TEST_F(PortalApacheTest, AUserLogsInAndOutWithARealBrowser) {
   std::cout << "screenshots: " << Child::ArtifactsDir() << "\n";
 }
 
+// The site's OpenID Connect provider, standing in as its discovery document only: what is
+// proven is the virtual host Open OnDemand's generator writes from one-hpc's oidc_* keys on the
+// real mod_auth_openidc, up to the redirect to the provider and the logout; a login through a
+// real provider (the token, the claim, Require claim) is not run here.
+TEST_F(PortalApacheTest, OidcSendsTheBrowserToTheProviderAndLogsOutOntoThePortal) {
+  if (!fs::exists("/usr/lib/apache2/modules/mod_auth_openidc.so")) {
+    GTEST_SKIP() << "mod_auth_openidc missing (libapache2-mod-auth-openidc; make deps installs it)";
+  }
+  ood::PortalLogin login;
+  login.kind = ood::LoginKind::kOidc;
+  login.admitted = {"alice", "bob"};
+  login.oidc.issuer = fmt::format("https://{}:{}/idp", kServer, kProviderPort);
+  login.oidc.client_id = "ood-portal";
+  login.oidc.client_secret = "s3cret-of-the-portal";
+  login.oidc.logout_url = fmt::format("https://{}/", kServer);
+  RunChild(dir_, login, 7);
+}
+
 TEST_F(PortalApacheTest, BasicOptInListedUsersLogInOthersAreRefusedAndGuessingLocksOut) {
-  RunChild(dir_, ood::PortalLoginFrom(ood::kLoginBasic), 10);
+  RunChild(dir_, ood::PortalLogin{ood::LoginKind::kBasic}, 10);
 }
 
 }  // namespace

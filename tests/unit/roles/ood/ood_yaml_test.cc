@@ -71,7 +71,7 @@ TEST(OodYamlTest, PortalParsesBackWithTheExpectedValues) {
 TEST(OodYamlTest, BasicIsTheOptIn) {
   PortalYamlInput in;
   in.servername = "ood.example.org";
-  in.login = PortalLoginFrom("basic");
+  in.login.kind = LoginKind::kBasic;
   auto text = RenderPortalYaml(in);
   ASSERT_TRUE(text) << text.error().message;
   YAML::Node doc = YAML::Load(*text);
@@ -85,6 +85,40 @@ TEST(OodYamlTest, BasicIsTheOptIn) {
   EXPECT_EQ(doc["custom_vhost_directives"][0].as<std::string>(),
             "DefineExternalAuth pwauth pipe /usr/sbin/pwauth");
   EXPECT_EQ(doc["logout_redirect"].as<std::string>(), "/pun/sys/dashboard/logout");
+}
+
+// OIDC: the keys Open OnDemand's generator turns into mod_auth_openidc's directives.
+TEST(OodYamlTest, OidcGivesTheGeneratorItsKeys) {
+  PortalYamlInput in;
+  in.servername = "ood.example.org";
+  in.login.kind = LoginKind::kOidc;
+  in.login.admitted = {"alice"};
+  in.login.oidc.issuer = "https://idp.example.org/realms/hpc";
+  in.login.oidc.client_id = "ood-portal";
+  in.login.oidc.client_secret = "s3cret-of-the-portal";
+  in.login.oidc.logout_url = "https://ood.example.org/";
+  in.login.oidc.crypto_passphrase = std::string(64, 'a');
+  auto text = RenderPortalYaml(in);
+  ASSERT_TRUE(text) << text.error().message;
+  YAML::Node doc = YAML::Load(*text);
+  EXPECT_EQ(doc["oidc_uri"].as<std::string>(), "/oidc");
+  EXPECT_EQ(doc["oidc_provider_metadata_url"].as<std::string>(),
+            "https://idp.example.org/realms/hpc/.well-known/openid-configuration");
+  EXPECT_EQ(doc["oidc_client_id"].as<std::string>(), "ood-portal");
+  EXPECT_EQ(doc["oidc_client_secret"].as<std::string>(), "s3cret-of-the-portal");
+  EXPECT_EQ(doc["oidc_remote_user_claim"].as<std::string>(), "preferred_username");
+  EXPECT_EQ(doc["oidc_scope"].as<std::string>(), "openid profile email");
+  EXPECT_EQ(doc["oidc_crypto_passphrase"].as<std::string>(), std::string(64, 'a'));
+  EXPECT_EQ(doc["oidc_session_inactivity_timeout"].as<int>(), 3600);
+  EXPECT_EQ(doc["oidc_session_max_duration"].as<int>(), 36000);
+  ASSERT_EQ(doc["auth"].size(), 2u);
+  EXPECT_EQ(doc["auth"][1].as<std::string>(), "Require claim preferred_username:alice");
+  EXPECT_EQ(doc["custom_vhost_directives"].size(), 0u);
+  EXPECT_EQ(doc["logout_redirect"].as<std::string>(),
+            "/oidc?logout=https%3A%2F%2Food.example.org%2F");
+  // A value that would break the Apache line it becomes is refused.
+  in.login.oidc.crypto_passphrase.clear();
+  EXPECT_FALSE(RenderPortalYaml(in));
 }
 
 // Open OnDemand's Apache configuration embeds host_regex as

@@ -5,6 +5,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include "roles/ood/settings.h"
 #include "roles/portal.h"
 #include "tests/fakes/machine.h"
@@ -18,6 +20,7 @@ using fakes::FakeMachine;
 using fakes::RoleRun;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 class PortalLoginTest : public ::testing::Test {
  protected:
@@ -79,7 +82,7 @@ TEST_F(PortalLoginTest, ListedUsersPamStackAndModulesOnceThenNothing) {
 }
 
 TEST_F(PortalLoginTest, BasicOptInNeedsNoSessionModulesAndMakesNoKeys) {
-  login_ = PortalLoginFrom(kLoginBasic);
+  login_.kind = LoginKind::kBasic;
   for (const char* m : {"auth_form", "session_crypto"}) {
     std::filesystem::remove(m_.root + "/etc/apache2/mods-available/" + m + ".load");
   }
@@ -105,6 +108,113 @@ TEST_F(PortalLoginTest, AMissingModuleNamesThePackages) {
   EXPECT_THAT(s.error().message, HasSubstr("libapache2-mod-authnz-external"));
   EXPECT_FALSE(m_.Exists(kPwauthPamFile)) << "nothing is written before the check";
   EXPECT_TRUE(m_.Changes().empty());
+}
+
+// ---- the site's OpenID Connect provider (ONEAPP_PORTAL_LOGIN=oidc)
+
+ContextVars OidcVars() {
+  return {{kNfsHost, "10.0.1.5"},
+          {kPortalLoginVar, "oidc"},
+          {kOidcIssuerVar, "https://idp.example.org/realms/hpc"},
+          {kOidcClientIdVar, "ood-portal"},
+          {kOidcClientSecretVar, "s3cret-of-the-portal"}};
+}
+
+Result<PortalLogin> OidcLoginFrom(const ContextVars& vars) {
+  auto settings = Settings::Resolve(PortalSettings(), vars);
+  if (!settings) return Fail(settings.error());
+  return PortalLoginFrom(*settings, "ood.example.org",
+                         {LocalUser{"alice", "Wonderland-42"}, LocalUser{"bob", "Builder-4242"}});
+}
+
+TEST(PortalOidcTest, TheProviderTheClaimAndTheListedUsers) {
+  auto login = OidcLoginFrom(OidcVars());
+  ASSERT_TRUE(login) << login.error().message;
+  EXPECT_EQ(login->kind, LoginKind::kOidc);
+  EXPECT_EQ(login->oidc.issuer, "https://idp.example.org/realms/hpc");
+  EXPECT_EQ(login->oidc.user_claim, "preferred_username");
+  EXPECT_EQ(login->oidc.logout_url, "https://ood.example.org/");
+  EXPECT_EQ(OidcMetadataUrl(login->oidc.issuer),
+            "https://idp.example.org/realms/hpc/.well-known/openid-configuration");
+  EXPECT_EQ(OidcMetadataUrl("https://idp.example.org/"),
+            "https://idp.example.org/.well-known/openid-configuration");
+  // Only the listed users: one Require line each (any of them admits).
+  EXPECT_THAT(PortalAuthLines(*login),
+              ElementsAre("AuthType openid-connect", "Require claim preferred_username:alice",
+                          "Require claim preferred_username:bob"));
+  EXPECT_TRUE(PortalVhostDirectives(*login).empty()) << "no pwauth behind an OIDC login";
+  // The logout ends mod_auth_openidc's session (and the provider's), then lands on the portal.
+  EXPECT_EQ(PortalLogoutRedirect(*login), "/oidc?logout=https%3A%2F%2Food.example.org%2F");
+  login->admitted.clear();
+  EXPECT_THAT(PortalAuthLines(*login),
+              ElementsAre("AuthType openid-connect", "Require all denied"));
+
+  auto vars = OidcVars();
+  vars[kOidcUserClaimVar] = "sub";
+  vars[kOidcLogoutUrlVar] = "https://ood.example.org/public/bye.html";
+  login = OidcLoginFrom(vars);
+  ASSERT_TRUE(login) << login.error().message;
+  EXPECT_EQ(PortalAuthLines(*login)[1], "Require claim sub:alice");
+  EXPECT_EQ(PortalLogoutRedirect(*login),
+            "/oidc?logout=https%3A%2F%2Food.example.org%2Fpublic%2Fbye.html");
+}
+
+TEST(PortalOidcTest, BadInputNamesTheVariable) {
+  struct Case {
+    std::string var, value, expect;
+  };
+  for (const auto& c : std::vector<Case>{
+           {kOidcIssuerVar, "http://idp.example.org", "an https URL"},
+           {kOidcIssuerVar, "", "is empty but ONEAPP_PORTAL_LOGIN=oidc"},
+           {kOidcClientIdVar, "", "is empty but ONEAPP_PORTAL_LOGIN=oidc"},
+           {kOidcClientSecretVar, "", "is empty but ONEAPP_PORTAL_LOGIN=oidc"},
+           {kOidcClientSecretVar, "has a space inside", "<secret, not shown>"},
+           {kOidcUserClaimVar, "email", "preferred_username"},
+           {kOidcLogoutUrlVar, "https://evil.example.net/", "is outside the portal"},
+           {kOidcLogoutUrlVar, "https://ood.example.org.evil.net/", "is outside the portal"},
+       }) {
+    auto vars = OidcVars();
+    vars[c.var] = c.value;
+    auto login = OidcLoginFrom(vars);
+    ASSERT_FALSE(login) << c.var << "=" << c.value;
+    EXPECT_THAT(login.error().message, HasSubstr(c.var));
+    EXPECT_THAT(login.error().message, HasSubstr(c.expect));
+    if (c.var == kOidcClientSecretVar && !c.value.empty()) {
+      EXPECT_THAT(login.error().message, Not(HasSubstr(c.value))) << "the secret is shown";
+    }
+  }
+  // An OIDC setting with another login is a mistake, not something to ignore.
+  auto vars = OidcVars();
+  vars.erase(kPortalLoginVar);
+  auto login = OidcLoginFrom(vars);
+  ASSERT_FALSE(login);
+  EXPECT_THAT(login.error().message,
+              HasSubstr("ONEAPP_PORTAL_OIDC_ISSUER is set but ONEAPP_PORTAL_LOGIN=form"));
+}
+
+TEST_F(PortalLoginTest, OidcMakesItsPassphraseOnceAndEnablesOnlyItsModule) {
+  login_.kind = LoginKind::kOidc;
+  for (const char* m : {"auth_form", "session_crypto", "authnz_external"}) {
+    std::filesystem::remove(m_.root + "/etc/apache2/mods-available/" + m + ".load");
+  }
+  m_.Write("/etc/apache2/mods-available/auth_openidc.load", "LoadModule x\n");
+  ASSERT_TRUE(Run());
+  EXPECT_THAT(m_.Changes(), ::testing::Contains("a2enmod -q ssl socache_shmcb auth_openidc "
+                                                "rewrite lua proxy proxy_http proxy_wstunnel"));
+  const std::string key = m_.Read(kOidcPassphraseFile);
+  EXPECT_THAT(key, ::testing::MatchesRegex("[0-9a-f]{64}\n"));
+  EXPECT_EQ(m_.Mode(kOidcPassphraseFile), 0600u);
+  EXPECT_FALSE(m_.Exists(kSessionKeyFile));
+  EXPECT_FALSE(m_.Exists(kLoginLuaFile));
+  ASSERT_TRUE(Run());
+  EXPECT_TRUE(changes_.empty()) << ::testing::PrintToString(changes_);
+  EXPECT_EQ(m_.Read(kOidcPassphraseFile), key) << "a new passphrase would end every session";
+  // Without Debian's module, the run stops before anything and names the package.
+  std::filesystem::remove(m_.root + "/etc/apache2/mods-enabled/auth_openidc.load");
+  std::filesystem::remove(m_.root + "/etc/apache2/mods-available/auth_openidc.load");
+  auto s = Run();
+  ASSERT_FALSE(s);
+  EXPECT_THAT(s.error().message, HasSubstr("libapache2-mod-auth-openidc"));
 }
 
 }  // namespace

@@ -58,7 +58,7 @@ class PortalWebTest : public ::testing::Test {
   std::unique_ptr<Role> role_ = MakePortalRole();
   std::vector<std::string> changes_;
   std::vector<std::pair<std::string, std::string>> publish_;
-  LoginKind login_ = LoginKind::kForm;
+  PortalLogin login_;
 };
 
 TEST(GeneratorExitTest, DocumentedCodes) {
@@ -223,11 +223,46 @@ TEST_F(PortalWebTest, APortalThatNeverShowsItsLoginIsAnErrorAndPublishesNoUrl) {
 
 TEST_F(PortalWebTest, WithBasicThePortalMustRefuseWithoutCredentials) {
   Installed(3);
-  login_ = LoginKind::kBasic;
+  login_.kind = LoginKind::kBasic;
   m_.http = fakes::ScriptedTransport();
   m_.http.Then(401, "");
   ASSERT_TRUE(Run());
   EXPECT_EQ(m_.http.requests.back().url, "https://portal.example.org/pun/sys/dashboard/");
+}
+
+// OIDC: the dashboard sends the browser to the provider with the portal's client id and
+// redirect URI (Apache's 302 page repeats the Location); anything else is not the portal.
+TEST_F(PortalWebTest, WithOidcThePortalMustRedirectToTheProvider) {
+  Installed(3);
+  login_.kind = LoginKind::kOidc;
+  login_.oidc.issuer = "https://idp.example.org/realms/hpc";
+  login_.oidc.client_id = "ood portal";
+  const std::string found =
+      "<p>The document has moved <a href=\"https://idp.example.org/auth?response_type=code&amp;"
+      "scope=openid&amp;client_id=ood%20portal&amp;state=x&amp;redirect_uri=https%3A%2F%2F"
+      "portal.example.org%2Foidc\">here</a>.</p>";
+  m_.http = fakes::ScriptedTransport();
+  m_.http.Then(302, found);
+  ASSERT_TRUE(Run());
+  EXPECT_EQ(m_.http.requests.back().url, "https://portal.example.org/pun/sys/dashboard/");
+  // The generated virtual host holds the client secret: root only, its bytes unchanged.
+  EXPECT_EQ(m_.Mode(kPortalSite), 0600u);
+  EXPECT_EQ(m_.Read(kPortalSite), "<VirtualHost *:443>\n");
+
+  // Another client's redirect, or the provider unreachable (mod_auth_openidc answers 500).
+  m_.http = fakes::ScriptedTransport();
+  std::string other = found;
+  other.replace(other.find("ood%20portal"), 12, "someone-else");
+  m_.http.Then(302, other);
+  auto s = ProbePortal(m_.http, "portal.example.org", login_);
+  ASSERT_FALSE(s);
+  EXPECT_THAT(s.error().message, HasSubstr("not the redirect to the OpenID Connect provider"));
+  m_.http = fakes::ScriptedTransport();
+  m_.http.Then(500, "Internal Server Error");
+  s = ProbePortal(m_.http, "portal.example.org", login_);
+  ASSERT_FALSE(s);
+  EXPECT_THAT(s.error().message,
+              HasSubstr("https://idp.example.org/realms/hpc/.well-known/openid-configuration"));
 }
 
 }  // namespace
