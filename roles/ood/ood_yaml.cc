@@ -218,6 +218,7 @@ Status WriteOodConfig(RoleEnv& env, const std::string& servername, const PortalL
     std::string& passphrase = portal.login.oidc.crypto_passphrase;
     passphrase = key->value_or("");
     while (!passphrase.empty() && passphrase.back() == '\n') passphrase.pop_back();
+    if (!passphrase.empty()) log::AddSecret(passphrase);
     if (passphrase.empty()) {
       if (!env.plan.dry_run()) {
         return Fail(ErrorKind::kNotFound, std::string(kOidcPassphraseFile) + " is missing");
