@@ -25,6 +25,42 @@ Action Make(Action::Kind kind, std::string reason) {
   return a;
 }
 
+// Rule 1: a VM that never registered within boot_seconds of running is a failed boot; one
+// whose node left Slurm (a reboot) is waited for reregister_seconds, then replaced without
+// counting. Returns how many VMs are still booting (or rebooting).
+int BootFailures(const Limits& limits, const Snapshot& s, int& failures, bool& stopped,
+                 int& leaving, std::vector<Action>& out) {
+  int booting = 0;
+  for (const auto& w : s.workers) {
+    if (!w.node.empty()) continue;
+    const bool rebooting = w.registered_before;
+    const int64_t waited = rebooting ? w.unregistered_seconds : w.vm_age_seconds;
+    if (waited < (rebooting ? limits.reregister_seconds : limits.boot_seconds)) {
+      ++booting;
+      continue;
+    }
+    if (stopped) continue;  // left for the operator to look at
+    Action a = Make(Action::Kind::kTerminate, "");
+    if (rebooting) {
+      a.reason = fmt::format(
+          "VM {} left Slurm {} s ago and has not registered again (a node before: not a failed "
+          "boot)",
+          w.vm_id, waited);
+    } else {
+      ++failures;
+      a.reason = fmt::format(
+          "VM {} has not registered in Slurm {} s after it started running (failed boot {} in a "
+          "row, limit {})",
+          w.vm_id, waited, failures, limits.boot_failure_limit);
+    }
+    a.vm_id = w.vm_id;
+    out.push_back(std::move(a));
+    ++leaving;
+    if (failures >= limits.boot_failure_limit) stopped = true;
+  }
+  return booting;
+}
+
 }  // namespace
 
 const char* ActionVerb(Action::Kind kind) {
@@ -67,24 +103,7 @@ std::vector<Action> Decide(const Limits& limits, const Snapshot& s) {
   int leaving = 0;  // VMs this cycle terminates
 
   // ---- 1. boot failures
-  int booting = 0;
-  for (const auto& w : s.workers) {
-    if (!w.node.empty()) continue;
-    if (w.vm_age_seconds < limits.boot_seconds) {
-      ++booting;
-      continue;
-    }
-    if (stopped) continue;  // left for the operator to look at
-    ++failures;
-    Action a = Make(Action::Kind::kTerminate,
-                    fmt::format("VM {} has not registered in Slurm {} s after it appeared "
-                                "(failed boot {} in a row, limit {})",
-                                w.vm_id, w.vm_age_seconds, failures, limits.boot_failure_limit));
-    a.vm_id = w.vm_id;
-    out.push_back(std::move(a));
-    ++leaving;
-    if (failures >= limits.boot_failure_limit) stopped = true;
-  }
+  const int booting = BootFailures(limits, s, failures, stopped, leaving, out);
   if (stopped) {
     out.push_back(Make(Action::Kind::kStopReplacing,
                        fmt::format("{} worker boots in a row never registered in Slurm: no more "

@@ -7,7 +7,11 @@
 // The rules (their actions come out in this order: boot-failure terminations, jobs too large,
 // resumes, the grow or a wait, health replacements, then the shrink's terminations and drains):
 //  1. Boot failures: a VM of the worker role that has not registered in Slurm `boot_seconds`
-//     after it appeared is terminated (it counts as one failed boot). Once
+//     after it started running (the cycle's first sight of it ACTIVE/RUNNING: a VM pending,
+//     held or being deployed is not late) is terminated (it counts as one failed boot). A VM
+//     whose node registered before and left (a reboot: self-drain deletes the node at every
+//     shutdown) is never a failed boot: it is waited for `reregister_seconds`, then replaced
+//     without counting. Once
 //     `boot_failure_limit` boots in a row failed, the cycle stops replacing and growing and
 //     says so (the ERROR the operator sees); a node that registers resets the count (the
 //     caller keeps it).
@@ -50,6 +54,7 @@ struct Limits {
   int64_t unhealthy_seconds = 300;
   int64_t boot_seconds = 900;
   int boot_failure_limit = 3;
+  int64_t reregister_seconds = 3600;  ///< a node that left Slurm (a reboot) may take this long
 };
 
 /// A job of `squeue -t PENDING` (id, reason, nodes).
@@ -58,10 +63,12 @@ using PendingJob = slurm::PendingJob;
 /// A VM of the worker role (from OneFlow's nodes[]) with its Slurm node, if registered.
 struct Worker {
   int vm_id = -1;
-  int64_t vm_age_seconds = 0;  ///< since the VM appeared in the role
-  std::string node;            ///< its Slurm node name; "" while not registered
-  std::string base_state;      ///< IDLE, ALLOCATED, MIXED, DOWN... ("" when not registered)
-  bool drain = false;          ///< State has DRAIN
+  int64_t vm_age_seconds = 0;        ///< since a cycle first saw the VM running (0 before)
+  bool registered_before = false;    ///< unregistered now, but its node registered earlier
+  int64_t unregistered_seconds = 0;  ///< registered_before: since it was last seen registered
+  std::string node;                  ///< its Slurm node name; "" while not registered
+  std::string base_state;            ///< IDLE, ALLOCATED, MIXED, DOWN... ("" when not registered)
+  bool drain = false;                ///< State has DRAIN
   bool not_responding = false;
   int jobs = 0;                    ///< jobs running on it
   std::string reason;              ///< Slurm's reason, without the [user@time] suffix

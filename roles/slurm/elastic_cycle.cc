@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cstdlib>
 #include <ctime>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -21,6 +22,8 @@ using Kind = elastic::Action::Kind;
 // STOPPED, SUSPENDED, UNDEPLOYED). Such a VM is neither a worker nor a failed boot: the cycle
 // never terminates it (an operator's powered-off worker is the operator's).
 constexpr int kVmActive = 3;
+constexpr int kLcmRunning = 3;
+bool Running(const VmInfo& vm) { return vm.state == kVmActive && vm.lcm_state == kLcmRunning; }
 bool Leaving(const VmInfo& vm) {
   switch (vm.state) {
     case 4:  // STOPPED
@@ -43,6 +46,29 @@ bool Leaving(const VmInfo& vm) {
       return true;
     default:
       return false;
+  }
+}
+
+// A worker that registered since the last cycle ends a run of failed boots. When each VM of the
+// role was first seen running and last seen registered; VMs that left the role are forgotten.
+void RememberVms(const ServiceRole& role, const std::set<int>& registered_now, long long now,
+                 const std::string& pfx, ElasticState& state) {
+  for (int vm : registered_now) {
+    if (!state.registered_vms.count(vm) && state.consecutive_boot_failures > 0) {
+      log::Info("{}VM {} registered in Slurm: the count of failed boots in a row ({}) starts again",
+                pfx, vm, state.consecutive_boot_failures);
+      state.consecutive_boot_failures = 0;
+      break;
+    }
+  }
+  std::set<int> in_role;
+  for (const auto& node : role.nodes) {
+    in_role.insert(node.vm_id);
+    if (node.vm && Running(*node.vm)) state.running_since.emplace(node.vm_id, now);
+  }
+  for (int vm : registered_now) state.last_registered[vm] = now;
+  for (auto* times : {&state.running_since, &state.last_registered}) {
+    std::erase_if(*times, [&](const auto& entry) { return !in_role.count(entry.first); });
   }
 }
 
@@ -108,6 +134,18 @@ Result<ElasticState> LoadElasticState(Files& files, const std::string& path) {
       if (v.is_number_integer()) state.registered_vms.insert(v.get<int>());
     }
   }
+  for (auto [key, times] : {std::pair{"running_since", &state.running_since},
+                            std::pair{"last_registered", &state.last_registered}}) {
+    auto it = j.find(key);
+    if (it == j.end() || !it->is_object()) continue;
+    for (const auto& [vm, when] : it->items()) {
+      char* end = nullptr;
+      const long id = std::strtol(vm.c_str(), &end, 10);
+      if (end != vm.c_str() && *end == '\0' && id >= 0 && when.is_number_integer()) {
+        (*times)[static_cast<int>(id)] = when.get<long long>();
+      }
+    }
+  }
   if (auto it = j.find("told_jobs"); it != j.end() && it->is_array()) {
     for (const auto& v : *it) {
       if (v.is_string()) state.told_jobs.insert(v.get<std::string>());
@@ -117,8 +155,15 @@ Result<ElasticState> LoadElasticState(Files& files, const std::string& path) {
 }
 
 Status SaveElasticState(Files& files, const std::string& path, const ElasticState& state) {
+  auto by_vm = [](const std::map<int, long long>& times) {
+    nlohmann::json o = nlohmann::json::object();
+    for (const auto& [vm, when] : times) o[std::to_string(vm)] = when;
+    return o;
+  };
   nlohmann::json j = {{"consecutive_boot_failures", state.consecutive_boot_failures},
                       {"registered_vms", state.registered_vms},
+                      {"running_since", by_vm(state.running_since)},
+                      {"last_registered", by_vm(state.last_registered)},
                       {"told_jobs", state.told_jobs}};
   std::string text = j.dump(2) + "\n";
   auto same = files.ReadIfExists(path);
@@ -129,7 +174,7 @@ Status SaveElasticState(Files& files, const std::string& path, const ElasticStat
 Result<elastic::Snapshot> BuildElasticSnapshot(const ServiceInfo& service, const std::string& role,
                                                const std::vector<slurm::SlurmNode>& nodes,
                                                const std::vector<slurm::PendingJob>& pending,
-                                               long long now, int consecutive_boot_failures) {
+                                               long long now, const ElasticState& state) {
   const ServiceRole* r = service.FindRole(role);
   if (r == nullptr) {
     return Fail(ErrorKind::kInvalidInput, "the service has no role '" + role + "'");
@@ -140,7 +185,7 @@ Result<elastic::Snapshot> BuildElasticSnapshot(const ServiceInfo& service, const
   elastic::Snapshot s;
   s.cardinality = r->cardinality;
   s.service_running = service.state == 2;  // RUNNING: OneFlow accepts a scale request
-  s.consecutive_boot_failures = consecutive_boot_failures;
+  s.consecutive_boot_failures = state.consecutive_boot_failures;
   s.pending = pending;
   for (const auto& node : r->nodes) {
     if (!node.vm || !node.vm->has_user_template) {
@@ -155,7 +200,10 @@ Result<elastic::Snapshot> BuildElasticSnapshot(const ServiceInfo& service, const
     }
     elastic::Worker w;
     w.vm_id = node.vm_id;
-    w.vm_age_seconds = vm.stime > 0 && vm.stime <= now ? now - vm.stime : 0;
+    // A boot's age counts from the cycle's first sight of the VM running, not from its
+    // creation (STIME): a VM pending, held or being deployed is not late.
+    auto since = state.running_since.find(node.vm_id);
+    w.vm_age_seconds = since == state.running_since.end() ? 0 : Since(now, since->second);
     std::string name = Trimmed(vm.Attr(slurm::kAttrNodeName));
     auto found = name.empty() ? by_name.end() : by_name.find(name);
     if (found != by_name.end()) {
@@ -172,6 +220,10 @@ Result<elastic::Snapshot> BuildElasticSnapshot(const ServiceInfo& service, const
         w.idle_for_seconds =
             busy == n.fields.end() ? 0 : Since(now, slurm::ParseSlurmTime(busy->second));
       }
+    } else if (auto last = state.last_registered.find(node.vm_id);
+               last != state.last_registered.end()) {
+      w.registered_before = true;
+      w.unregistered_seconds = Since(now, last->second);
     }
     s.workers.push_back(std::move(w));
   }
@@ -222,7 +274,8 @@ Result<ElasticReport> RunElastic(const ElasticOptions& options, OneGateClient& o
   // A worker that registered since the last cycle ends a run of failed boots.
   std::set<int> registered_now;
   {
-    auto probe = BuildElasticSnapshot(*service, options.role, *nodes, *pending, now, 0);
+    auto probe =
+        BuildElasticSnapshot(*service, options.role, *nodes, *pending, now, ElasticState{});
     if (!probe) {
       finish();
       return skip(probe.error().message);
@@ -231,16 +284,8 @@ Result<ElasticReport> RunElastic(const ElasticOptions& options, OneGateClient& o
       if (!w.node.empty()) registered_now.insert(w.vm_id);
     }
   }
-  for (int vm : registered_now) {
-    if (!state->registered_vms.count(vm) && state->consecutive_boot_failures > 0) {
-      log::Info("{}VM {} registered in Slurm: the count of failed boots in a row ({}) starts again",
-                pfx, vm, state->consecutive_boot_failures);
-      state->consecutive_boot_failures = 0;
-      break;
-    }
-  }
-  auto snapshot = BuildElasticSnapshot(*service, options.role, *nodes, *pending, now,
-                                       state->consecutive_boot_failures);
+  RememberVms(*service->FindRole(options.role), registered_now, now, pfx, *state);
+  auto snapshot = BuildElasticSnapshot(*service, options.role, *nodes, *pending, now, *state);
   if (!snapshot) {
     finish();
     return skip(snapshot.error().message);

@@ -22,6 +22,7 @@
 #define ONEHPC_ROLES_SLURM_ELASTIC_CYCLE_H_
 
 #include <functional>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -57,7 +58,11 @@ struct ElasticOptions {
 /// What the cycle keeps between runs.
 struct ElasticState {
   int consecutive_boot_failures = 0;
-  std::set<int> registered_vms;     ///< VMs whose node was registered at the last cycle
+  std::set<int> registered_vms;  ///< VMs whose node was registered at the last cycle
+  /// VM id -> when a cycle first saw it ACTIVE/RUNNING (its boot's age counts from there).
+  std::map<int, long long> running_since;
+  /// VM id -> when a cycle last saw its node registered (a node that left is no failed boot).
+  std::map<int, long long> last_registered;
   std::set<std::string> told_jobs;  ///< jobs too large whose AdminComment says so
 };
 Result<ElasticState> LoadElasticState(Files& files, const std::string& path);
@@ -82,11 +87,12 @@ struct ElasticReport {
 
 /// The snapshot of one moment: the worker role of the service document (extended), the
 /// registered Slurm nodes and the pending jobs. kInvalidInput when the document does not
-/// carry the VMs' details (a compact view): the cycle must not act on a guess.
+/// carry the VMs' details (a compact view): the cycle must not act on a guess. `state` gives
+/// the count of failed boots, when each VM was first seen running and last seen registered.
 Result<elastic::Snapshot> BuildElasticSnapshot(const ServiceInfo& service, const std::string& role,
                                                const std::vector<slurm::SlurmNode>& nodes,
                                                const std::vector<slurm::PendingJob>& pending,
-                                               long long now, int consecutive_boot_failures);
+                                               long long now, const ElasticState& state);
 
 /// One cycle. Returns an error only when Slurm's state cannot be read; OneGate trouble is a
 /// skipped cycle; failed changes are in the report.

@@ -169,10 +169,13 @@ TEST_F(ElasticCycleTest, ANodeThatGotAJobBetweenTheReadAndTheTerminateKeepsItsVm
 
 TEST_F(ElasticCycleTest, FailedBootsAreTerminatedCountedAcrossCyclesAndStopWithAnError) {
   AddWorker("w1");
-  shift_ = 1000;  // the unregistered VMs below appeared 1000 s ago
   for (int i = 0; i < 3; ++i) {
     slurm_.pending = {{"9", "Resources", 2}};
     AddWorker("", false);
+    auto seen = Run();  // the first cycle that sees it running: its boot's age starts
+    ASSERT_TRUE(seen) << seen.error().message;
+    for (const auto& o : seen->outcomes) EXPECT_NE(o.action.kind, Kind::kTerminate);
+    shift_ += 1000;
     auto r = Run();
     ASSERT_TRUE(r) << r.error().message;
     ASSERT_FALSE(r->outcomes.empty());
@@ -185,6 +188,8 @@ TEST_F(ElasticCycleTest, FailedBootsAreTerminatedCountedAcrossCyclesAndStopWithA
   EXPECT_THAT(error, HasSubstr("elastic: 3 worker boots in a row never registered"));
   // Stopped: a fourth bad VM is left for the operator, no grow.
   AddWorker("", false);
+  ASSERT_TRUE(Run());
+  shift_ += 1000;
   auto stopped = Run();
   ASSERT_TRUE(stopped);
   EXPECT_EQ(Kinds(*stopped), std::vector<Kind>{Kind::kStopReplacing});
@@ -194,6 +199,47 @@ TEST_F(ElasticCycleTest, FailedBootsAreTerminatedCountedAcrossCyclesAndStopWithA
   auto back = Run();
   ASSERT_TRUE(back) << back.error().message;
   EXPECT_EQ(sim_.UserAttr(controller_.id, "ERROR"), "");
+}
+
+// Review finding N2: an operator's reboot of a worker (its node deleted by self-drain until it
+// registers again) is no failed boot, and a VM still pending or held is not late whatever its
+// STIME: the age of a boot counts from the first cycle that saw the VM running.
+TEST_F(ElasticCycleTest, ARebootedWorkerOrAPendingVmIsNeverAFailedBoot) {
+  AddWorker("w1");
+  const int rebooted = AddWorker("w2");
+  const int pending = AddWorker("", false);
+  ASSERT_TRUE(sim_.SetVmState(pending, sim::states::kVmPending, 0));
+  ASSERT_TRUE(Run());
+  slurm_.nodes.erase("w2");  // self-drain deleted it at the shutdown of the reboot
+  shift_ = 1000;             // past boot_seconds (900) for both
+  auto r = Run();
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_TRUE(sim_.Terminations().empty());
+  for (const auto& o : r->outcomes) EXPECT_NE(o.action.kind, Kind::kTerminate);
+  for (const auto& w : r->snapshot.workers) {
+    if (w.vm_id == rebooted) EXPECT_TRUE(w.registered_before);
+    if (w.vm_id == pending) EXPECT_EQ(w.vm_age_seconds, 0);
+  }
+  // The pending VM runs at last: late only boot_seconds after this cycle saw it running.
+  ASSERT_TRUE(sim_.SetVmState(pending, sim::states::kVmActive, sim::states::kLcmRunning));
+  ASSERT_TRUE(Run());
+  shift_ += 1000;
+  auto late = Run();
+  ASSERT_TRUE(late) << late.error().message;
+  ASSERT_FALSE(late->outcomes.empty());
+  EXPECT_EQ(late->outcomes[0].action.vm_id, pending);
+  EXPECT_THAT(late->outcomes[0].action.reason, HasSubstr("failed boot 1 in a row"));
+  // The rebooted worker that never comes back is replaced after an hour, not counted.
+  shift_ += 3600;
+  auto gone = Run();
+  ASSERT_TRUE(gone) << gone.error().message;
+  bool replaced = false;
+  for (const auto& o : gone->outcomes) {
+    if (o.action.kind != Kind::kTerminate || o.action.vm_id != rebooted) continue;
+    replaced = true;
+    EXPECT_THAT(o.action.reason, HasSubstr("not a failed boot"));
+  }
+  EXPECT_TRUE(replaced);
 }
 
 TEST_F(ElasticCycleTest, APoweredOffWorkerIsTheOperatorsAndNeverAFailedBoot) {

@@ -234,5 +234,26 @@ TEST(ElasticTest, BootFailuresAreTerminatedAndTheLimitStopsReplacing) {
   EXPECT_THAT(stopped[0].reason, HasSubstr("3 worker boots in a row never registered"));
 }
 
+// A worker whose node left Slurm (a reboot: self-drain deletes the node at every shutdown) is
+// no failed boot: waited for while it may come back, counted as booting, then replaced without
+// counting (review finding N2).
+TEST(ElasticTest, ANodeThatLeftSlurmIsWaitedForAndNeverAFailedBoot) {
+  Snapshot s;
+  s.cardinality = 2;
+  Worker rebooting = Booting(2, 5000);
+  rebooting.registered_before = true;
+  rebooting.unregistered_seconds = 1200;
+  s.workers = {Busy(1), rebooting};
+  s.pending = {{"7", "Resources", 1}};
+  EXPECT_TRUE(Decide(Lim(1, 8), s).empty()) << "it counts as booting: no terminate, no grow";
+  s.workers[1].unregistered_seconds = 3600;
+  s.consecutive_boot_failures = 2;  // one more failed boot would stop the cycle
+  auto gone = Decide(Lim(1, 8), s);
+  // Replaced (the job still needs a node), and not counted: no stop-replacing at 2 + 1.
+  ASSERT_EQ(Verbs(gone), (std::vector<std::string>{"terminate vm2", "grow 3"}));
+  EXPECT_THAT(gone[0].reason, HasSubstr("left Slurm 3600 s ago"));
+  EXPECT_THAT(gone[0].reason, HasSubstr("not a failed boot"));
+}
+
 }  // namespace
 }  // namespace onehpc::elastic
