@@ -314,10 +314,7 @@ int CmdContext(const CommonOptions& options, bool json, bool show_secrets) {
   }
   std::cout << "# from " << context->origin << " (" << ToString(context->source) << ")\n";
   for (const auto& [name, value] : vars.items()) {
-    std::string text = value.get<std::string>();
-    std::string quoted;
-    for (char c : text) quoted += (c == '\'') ? std::string("'\\''") : std::string(1, c);
-    std::cout << name << "='" << quoted << "'\n";
+    std::cout << FormatContextAssignment(name, value.get<std::string>()) << "\n";
   }
   return kExitOk;
 }
@@ -518,10 +515,15 @@ int CmdKeyServe(const CommonOptions& options) {
       return slurm::RetryAnswer("the key server has no key pair yet");
     }
     secrets.server = **pair;
-    auto context = LoadForCommand(options, false);
+    // What configure left for the key server: OneGate's endpoint, this VM's id and token. No
+    // disk probe, no CD mount per connection (--context names another file: the tests).
+    CommonOptions from = options;
+    if (from.context_file.empty()) from.context_file = files.HostPath(slurm::kKeyServerContextPath);
+    auto context = LoadForCommand(from, false);
     if (!context) {
-      log::Error("key-serve: cannot read the VM's context: {}", context.error().message);
-      return slurm::RetryAnswer("the controller cannot read its context");
+      log::Error("key-serve: cannot read {} (written by configure): {}", from.context_file,
+                 context.error().message);
+      return slurm::RetryAnswer("the key server is not configured yet");
     }
     CurlTransport http;
     auto onegate = OneGateFor(*context, http);

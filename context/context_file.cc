@@ -509,6 +509,12 @@ Result<LoadedContext> LoadFile(const std::string& path, ContextSource source) {
 
 Result<ContextVars> ParseContextFile(std::string_view text) { return ContextParser(text).Parse(); }
 
+std::string FormatContextAssignment(const std::string& name, const std::string& value) {
+  std::string out = name + "='";
+  for (char c : value) out += (c == '\'') ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
 std::optional<std::string> ReadTokenFromOneEnv(std::string_view one_env_text) {
   // Only the first TOKENTXT line counts: loc-16-gen-env writes it first; a later line would
   // come from a context variable of that name.

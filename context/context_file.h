@@ -41,6 +41,10 @@ using ContextVars = std::map<std::string, std::string>;
 /// - bash's special variables (PATH, UID, RANDOM, ...) get no special treatment.
 Result<ContextVars> ParseContextFile(std::string_view text);
 
+/// `NAME='value'` as OpenNebula writes it (a `'` in the value as `'\''`), without a line end:
+/// ParseContextFile reads it back as `value`.
+std::string FormatContextAssignment(const std::string& name, const std::string& value);
+
 /// Where the variables came from, for logs and `one-hpc context`.
 enum class ContextSource { kFile, kSavedNetworkContext, kEnvironment, kContextDirectory, kCdrom };
 

@@ -92,6 +92,8 @@ class OneGateClient {
 
   /// This VM's id (VMID), as the client sends it.
   const std::string& vmid() const { return config_.vmid; }
+  /// Where and as whom it talks (the token is a secret): for the key server's context file.
+  const OneGateConfig& config() const { return config_; }
   /// Requests sent so far (attempts, including retries): for benchmarks and tests.
   int requests_sent() const { return requests_sent_; }
   /// The status and body of the last failed response (status 0 if none was received).

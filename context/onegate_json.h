@@ -36,6 +36,11 @@ struct VmDisk {
   std::string size_mb;      ///< SIZE
 };
 
+/// VM STATE values (OpenNebula's VirtualMachine::VmState) the roles act on.
+inline constexpr int kVmStateActive = 3;
+inline constexpr int kVmStateDone = 6;
+inline constexpr int kVmStateFailed = 7;  ///< obsolete, still defined by oned
+
 struct VmInfo {
   int id = -1;
   std::string name;

@@ -72,6 +72,13 @@ inline constexpr char kMungeKeyMarkerPath[] = "/etc/munge/one-hpc-key-generated"
 /// The key server's box key pair (controller, portal) and a worker's (0600 root).
 inline constexpr char kKeyServerKeyPath[] = "/var/lib/one-hpc/key-server.key";
 inline constexpr char kWorkerBoxKeyPath[] = "/var/lib/one-hpc/worker-box.key";
+/// What `one-hpc key-serve` reads instead of the CONTEXT CD-ROM: this VM's ONEGATE_ENDPOINT,
+/// VMID and OneGate token in the context file format, root 0600, written by configure at every
+/// boot (/run is emptied at boot). A connection then costs no disk probe and no CD mount.
+inline constexpr char kKeyServerContextPath[] = "/run/one-hpc/key-server.context";
+/// The key server's socket listens on the service (compute) address only (configure's drop-in).
+inline constexpr char kKeyServerListenDropIn[] =
+    "/etc/systemd/system/one-hpc-key-server.socket.d/50-one-hpc-listen.conf";
 /// A key found before one-hpc generated its own (e.g. baked into the image) is copied here.
 inline constexpr char kMungeKeyBackupPath[] = "/etc/munge/munge.key.before-one-hpc";
 

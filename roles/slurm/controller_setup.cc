@@ -242,21 +242,8 @@ Result<ControllerKeys> SetUpSlurmController(RoleEnv& env, const ControllerSetup&
 
   if (auto s = EnsureElasticTimer(env); !s) return Fail(s.error());
 
-  auto server = slurm::EnsureBoxKeyPair(env, slurm::kKeyServerKeyPath,
-                                        "the key server boxes the munge key with it; workers "
-                                        "check the box against its public key in OneGate");
+  auto server = slurm::EnsureKeyServer(env, setup.addr);
   if (!server) return Fail(server.error());
-  if (auto s = EnsureUnitEnabled(env, slurm::kKeyServerSocket, "sockets.target",
-                                 "workers fetch the munge key, boxed for them, on port " +
-                                     std::to_string(slurm::kKeyServerPort));
-      !s) {
-    return Fail(s.error());
-  }
-  if (auto s = EnsureUnitRunning(env, slurm::kKeyServerSocket, false, "",
-                                 "one one-hpc key-serve per connection");
-      !s) {
-    return Fail(s.error());
-  }
   return ControllerKeys{*key, server->public_key, slurm::SlurmConfId(slurm_conf)};
 }
 

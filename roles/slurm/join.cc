@@ -63,6 +63,34 @@ Status FixRegisteredNode(RoleEnv& env, slurm::SlurmClient& client, const slurm::
   return Ok();
 }
 
+// A 32-hex-digit id the controller publishes (`optional`: "" when absent).
+Result<std::string> PublishedHexId(const VmInfo& vm, const char* attr, bool optional,
+                                   const std::string& where) {
+  std::string id = vm.Attr(attr);
+  if (optional && id.empty()) return id;
+  if (id.size() != 32 || id.find_first_not_of("0123456789abcdef") != std::string::npos) {
+    return Fail(ErrorKind::kInvalidInput,
+                std::string(attr) + "='" + id + "'" + where + " is not 32 lower-case hex digits");
+  }
+  return id;
+}
+
+// The munge key's id the controller publishes now (after a box held a key of another id: a
+// rotation under way); `known` when OneGate cannot say.
+std::string PublishedKeyId(RoleEnv& env, const ControllerInfo& ctl, const std::string& known) {
+  auto vm = env.onegate->GetVmById(ctl.vm_id);
+  if (!vm) {
+    log::Warn("worker: cannot read the controller's munge key id again: {}", vm.error().message);
+    return known;
+  }
+  std::string now = vm->Attr(slurm::kAttrMungeKeyId);
+  log::Info(
+      "worker: the key server sent a munge key whose id is not {} (a key rotation under way); "
+      "the controller publishes {} now",
+      known, now.empty() ? "no id" : now);
+  return now.empty() ? known : now;
+}
+
 // The munge key: the installed one when it has the id the controller publishes (no request at
 // all), else one request to the controller's key server, retried on transient failures only.
 Result<slurm::MungeKeyState> ObtainMungeKey(RoleEnv& env, const ControllerInfo& ctl, int vm_id,
@@ -84,10 +112,13 @@ Result<slurm::MungeKeyState> ObtainMungeKey(RoleEnv& env, const ControllerInfo& 
         if (env.exchange == nullptr) {
           return Fail(ErrorKind::kInternal, "no network adapter to reach the key server");
         }
+        std::string key_id = ctl.munge_key_id;
+        bool stale_id = false;  // the last box held a key of another id: a rotation under way
         auto got = Retry<std::string>(
             policy, env.clock, "fetching the munge key from " + where,
             [](const Error& e) { return e.kind == ErrorKind::kNetwork; },
             [&]() -> Result<std::string> {
+              if (stale_id) key_id = PublishedKeyId(env, ctl, key_id);
               auto nonce = slurm::RandomBytes(slurm::kBoxNonceBytes);
               if (!nonce) return Fail(nonce.error());
               slurm::KeyRequest request{vm_id, *nonce};
@@ -95,8 +126,11 @@ Result<slurm::MungeKeyState> ObtainMungeKey(RoleEnv& env, const ControllerInfo& 
                                                  slurm::FormatKeyRequest(request), Duration(20000),
                                                  slurm::kMaxKeyLine);
               if (!line) return Fail(line.error());
-              return slurm::OpenKeyAnswer(*line, request, own, ctl.key_server_public_key,
-                                          ctl.munge_key_id);
+              auto opened =
+                  slurm::OpenKeyAnswer(*line, request, own, ctl.key_server_public_key, key_id);
+              stale_id = !opened && opened.error().kind == ErrorKind::kNetwork &&
+                         line->rfind(std::string(slurm::kKeyProtocol) + " OK ", 0) == 0;
+              return opened;
             });
         if (!got) return Fail(got.error().WithContext("cannot get the munge key from " + where));
         key = std::move(*got);
@@ -331,6 +365,12 @@ Result<ControllerInfo> ControllerFromService(const ServiceInfo& service, int own
       continue;
     }
     const VmInfo& vm = *node.vm;
+    // A controller powered off, stopped or gone may still show READY=YES: never join it.
+    if (vm.state != kVmStateActive) {
+      waiting.push_back(std::to_string(node.vm_id) + " (not ACTIVE: state " +
+                        std::to_string(vm.state) + ")");
+      continue;
+    }
     std::vector<std::string> missing;
     if (vm.Attr(slurm::kAttrReady) != "YES") missing.push_back("READY=YES");
     for (const char* attr : {slurm::kAttrControllerAddr, slurm::kAttrControllerHost,
@@ -347,18 +387,9 @@ Result<ControllerInfo> ControllerFromService(const ServiceInfo& service, int own
     if (!server_key)
       return Fail(server_key.error().WithContext("published by " + controller_role + " VM " +
                                                  std::to_string(node.vm_id)));
-    auto hex_id = [&](const char* attr, bool optional) -> Result<std::string> {
-      std::string id = vm.Attr(attr);
-      if (optional && id.empty()) return id;
-      if (id.size() != 32 || id.find_first_not_of("0123456789abcdef") != std::string::npos) {
-        return Fail(ErrorKind::kInvalidInput, std::string(attr) + "='" + id + "'" + where +
-                                                  " is not 32 lower-case hex digits");
-      }
-      return id;
-    };
-    auto key_id = hex_id(slurm::kAttrMungeKeyId, false);
+    auto key_id = PublishedHexId(vm, slurm::kAttrMungeKeyId, false, where);
     if (!key_id) return Fail(key_id.error());
-    auto conf_id = hex_id(slurm::kAttrSlurmConfId, true);
+    auto conf_id = PublishedHexId(vm, slurm::kAttrSlurmConfId, true, where);
     if (!conf_id) return Fail(conf_id.error());
     std::string addr = vm.Attr(slurm::kAttrControllerAddr);
     if (!host::ParseIpv4(addr)) {

@@ -9,6 +9,8 @@
 
 #include "common/base64.h"
 #include "common/log.h"
+#include "context/context_file.h"
+#include "context/onegate.h"
 #include "roles/ensure.h"
 #include "roles/names.h"
 #include "roles/role.h"
@@ -104,6 +106,62 @@ Result<BoxKeyPair> EnsureBoxKeyPair(RoleEnv& env, const std::string& path, const
                                  FileOwner{"root", "root"});
   });
   if (!s) return Fail(s.error());
+  return pair;
+}
+
+std::string KeyServerListenDropIn(const std::string& addr) {
+  return "# one-hpc configure: workers ask for the munge key on the service network's address\n"
+         "# only (" +
+         addr +
+         ", the address published in OneGate), not on every interface.\n"
+         "[Socket]\n"
+         "ListenStream=\n"
+         "ListenStream=" +
+         addr + ":" + std::to_string(kKeyServerPort) +
+         "\n"
+         "FreeBind=yes\n";
+}
+
+Result<BoxKeyPair> EnsureKeyServer(RoleEnv& env, const std::string& addr) {
+  if (addr.empty() || addr.find_first_not_of("0123456789.") != std::string::npos) {
+    return Fail(
+        ErrorKind::kInvalidInput,
+        "the key server needs this VM's IPv4 address on the service network, got '" + addr + "'");
+  }
+  auto pair = EnsureBoxKeyPair(env, kKeyServerKeyPath,
+                               "the key server boxes the munge key with it; workers check the "
+                               "box against its public key in OneGate");
+  if (!pair) return Fail(pair.error());
+  if (env.onegate != nullptr) {
+    const OneGateConfig& config = env.onegate->config();
+    std::string text = "# one-hpc configure: what one-hpc key-serve reads of this VM's context\n" +
+                       FormatContextAssignment("ONEGATE_ENDPOINT", config.endpoint) + "\n" +
+                       FormatContextAssignment("VMID", config.vmid) + "\n" +
+                       FormatContextAssignment("ONEGATE_TOKEN", config.token) + "\n";
+    auto s = EnsureFile(env, kKeyServerContextPath, text, 0600, FileOwner{"root", "root"},
+                        "key-serve reads OneGate's endpoint and this VM's token here, not from "
+                        "the CONTEXT CD (no disk probe or CD mount per connection)");
+    if (!s) return Fail(s.error());
+  }
+  auto dropin = EnsureFile(env, kKeyServerListenDropIn, KeyServerListenDropIn(addr), 0644,
+                           std::nullopt, "the key server listens on " + addr + " only");
+  if (!dropin) return Fail(dropin.error());
+  if (auto s = DaemonReloadIf(env, *dropin, "the key server's socket changed"); !s) {
+    return Fail(s.error());
+  }
+  if (auto s = EnsureUnitEnabled(
+          env, kKeyServerSocket, "sockets.target",
+          "workers fetch the munge key, boxed for them, on port " + std::to_string(kKeyServerPort));
+      !s) {
+    return Fail(s.error());
+  }
+  if (auto s =
+          EnsureUnitRunning(env, kKeyServerSocket, *dropin,
+                            "it listens on " + addr + ":" + std::to_string(kKeyServerPort) + " now",
+                            "one one-hpc key-serve per connection");
+      !s) {
+    return Fail(s.error());
+  }
   return pair;
 }
 
@@ -233,9 +291,11 @@ Result<std::string> OpenKeyAnswer(const std::string& line, const KeyRequest& req
                 "publishes and this VM's secret key (an impostor, or a key pair changed)");
   }
   if (MungeKeyId(key) != expected_key_id) {
-    return Fail(ErrorKind::kInvalidInput,
-                "the munge key from the key server is not the one whose id " + expected_key_id +
-                    " the controller publishes");
+    // The box proves the controller made it: its key is newer (or older) than the id read from
+    // OneGate, as while a rotation is under way. Asking again, against the id published then,
+    // settles it; a key that never matches fails at the join's deadline.
+    return Fail(ErrorKind::kNetwork, "the munge key from the key server is not the one whose id " +
+                                         expected_key_id + " the controller publishes");
   }
   log::AddSecret(Base64Encode(key));
   return key;

@@ -63,6 +63,21 @@ Result<std::optional<BoxKeyPair>> ReadBoxKeyPair(const Files& files, const std::
 /// gives a pair that is not written.
 Result<BoxKeyPair> EnsureBoxKeyPair(RoleEnv& env, const std::string& path, const std::string& why);
 
+/// The key server of a controller or portal, as configure leaves it:
+/// - its box key pair (EnsureBoxKeyPair);
+/// - kKeyServerContextPath (root 0600), this VM's OneGate endpoint, id and token for
+///   `one-hpc key-serve`, which then never probes the disks or mounts the CD per connection
+///   (only when this VM has OneGate: without it key-serve answers RETRY);
+/// - the socket's drop-in (kKeyServerListenDropIn): it listens on `addr`, the service
+///   network's address workers are told, and on no other (FreeBind: bound at boot before the
+///   address is configured);
+/// - the socket enabled and running, restarted when its drop-in changed.
+/// Returns the pair.
+Result<BoxKeyPair> EnsureKeyServer(RoleEnv& env, const std::string& addr);
+
+/// The socket's drop-in for `addr` (ListenStream= reset, then addr:kKeyServerPort).
+std::string KeyServerListenDropIn(const std::string& addr);
+
 /// 32 lower-case hex digits of a 16-byte BLAKE2b hash of `data` keyed with `domain` (which
 /// separates one use of the hash from another): MungeKeyId, SlurmConfId.
 std::string DomainHashHex(std::string_view data, std::string_view domain);
@@ -110,7 +125,9 @@ KeyAnswer RetryAnswer(const std::string& why);
 
 /// What the worker makes of the answer line: the munge key, after opening the box with the
 /// server's published public key and checking the key against the published id. kNetwork for
-/// RETRY (try again), kInvalidInput for DENIED or a box that does not open (never retried).
+/// RETRY and for a key whose id is not `expected_key_id` (a rotation under way: read the
+/// published id again and ask again), kInvalidInput for DENIED or a box that does not open
+/// (never retried).
 Result<std::string> OpenKeyAnswer(const std::string& line, const KeyRequest& request,
                                   const BoxKeyPair& worker, const std::string& server_public_key,
                                   const std::string& expected_key_id);

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -50,6 +51,9 @@ class FakeKeyServer : public LineExchange {
     secrets_.munge_key = std::move(munge_key);
     Publish();
   }
+  /// A new munge key served before its id is published (a rotation under way: the controller
+  /// writes the key and restarts slurmctld before it publishes the id).
+  void RotateUnpublished(std::string munge_key) { secrets_.munge_key = std::move(munge_key); }
 
   Result<std::string> Exchange(const std::string& ipv4, int port, const std::string& line, Duration,
                                size_t) override {
@@ -69,6 +73,7 @@ class FakeKeyServer : public LineExchange {
         service ? slurm::AnswerKeyRequest(*request, peer_ip, *service, slurm::kWorkerRole, secrets_)
                       .line
                 : slurm::RetryAnswer("OneGate: " + service.error().message).line;
+    if (after_answer) after_answer(requests);
     return last_answer;
   }
 
@@ -85,6 +90,8 @@ class FakeKeyServer : public LineExchange {
   bool down = false;
   int refuse_first = 0;  ///< the first requests find no server
   std::string last_answer;
+  /// Called with the number of requests so far, after each answer is made.
+  std::function<void(int)> after_answer;
 
  private:
   sim::OneGateSimulator& sim_;

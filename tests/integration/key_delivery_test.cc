@@ -28,6 +28,7 @@
 #include "roles/names.h"
 #include "roles/os/tcp.h"
 #include "roles/slurm/munge.h"
+#include "tests/integration/helpers.h"
 #include "tests/simulator/onegate_simulator.h"
 
 namespace onehpc {
@@ -140,10 +141,11 @@ class KeyDeliveryTest : public ::testing::Test {
     server_ = slurm::NewBoxKeyPair().value();
     WriteFile(dir_ + "/root/var/lib/one-hpc/key-server.key",
               server_.secret_key + server_.public_key, 0600);
-    WriteFile(dir_ + "/context.sh",
+    // What configure writes for the key server (roles/slurm/key_delivery.h): key-serve reads
+    // it, never the CONTEXT CD.
+    WriteFile(dir_ + "/root" + slurm::kKeyServerContextPath,
               "ONEGATE_ENDPOINT='" + sim_.Endpoint() + "'\nVMID='" +
-                  std::to_string(controller_.id) + "'\nONEGATE_TOKEN='" + controller_.token +
-                  "'\nONEAPP_ROLE='controller'\n",
+                  std::to_string(controller_.id) + "'\nONEGATE_TOKEN='" + controller_.token + "'\n",
               0600);
     // What the controller publishes with READY, as PublishController does.
     sim_.SetUserAttr(controller_.id, "READY", "YES");
@@ -156,10 +158,7 @@ class KeyDeliveryTest : public ::testing::Test {
                      Base64Encode(worker_pair_.public_key));
     server_log_ = dir_ + "/key-serve.log";
     keys_ = std::make_unique<KeyServer>(
-        bin,
-        std::vector<std::string>{"key-serve", "--context", dir_ + "/context.sh", "--root",
-                                 dir_ + "/root"},
-        server_log_);
+        bin, std::vector<std::string>{"key-serve", "--root", dir_ + "/root"}, server_log_);
   }
   void TearDown() override {
     keys_.reset();
@@ -283,6 +282,18 @@ TEST_F(KeyDeliveryTest, NoOneGateMeansTryAgainNotDenied) {
   EXPECT_NE(line.find("RETRY the controller cannot read its service from OneGate now"),
             std::string::npos)
       << line;
+}
+
+// Before configure has written the key server's context (the socket is up at boot before
+// configure runs), a worker is told to try again; nothing looks for the CD.
+TEST_F(KeyDeliveryTest, BeforeConfigureTheWorkerIsToldToTryAgain) {
+  fs::remove(dir_ + "/root" + slurm::kKeyServerContextPath);
+  std::string line;
+  auto r = Ask(worker_.id, worker_pair_, &line);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().kind, ErrorKind::kNetwork) << line;
+  EXPECT_NE(line.find("RETRY the key server is not configured yet"), std::string::npos) << line;
+  EXPECT_NE(testing::ReadAll(server_log_).find(slurm::kKeyServerContextPath), std::string::npos);
 }
 
 }  // namespace

@@ -11,8 +11,10 @@
 #   1  controller (accounting on) + 2 workers come up: READY in OneGate, `sinfo` 2 idle,
 #      `srun -N2 hostname`, a finished job in `sacct` on the controller and a worker, a dump;
 #      the shipped reconcile timer's schedule (OnBootSec=2min, OnUnitActiveSec=60s).
-#   2  reconcile timer stopped; scale to 4 workers, then graceful poweroff of 3: their nodes
-#      leave `sinfo` within seconds, through self-drain alone.
+#   2  reconcile timer stopped; the key server flooded with 600 connections (its socket stays
+#      up, it listens on the service address only); scale to 4 workers (they get the key right
+#      after the flood), then graceful poweroff of 3: their nodes leave `sinfo` within seconds,
+#      through self-drain alone.
 #   6  controller reboot (its context now says ONEAPP_SLURM_MAX_NODES=3): same munge key, the
 #      node kept, MaxNodeCount applied, the accounting of phase 1's job kept; accounting turned
 #      off by a reconfigure (units retired, database kept); worker reboot: it rejoins.
@@ -100,6 +102,43 @@ acct_state() { bl_exec "$1" sacct -n -X -P -S 2020-01-01 --name="$2" -o State 2>
 acct_completed() { [ "$(acct_state "$1" "$2")" = COMPLETED ]; }
 # shellcheck disable=SC2317  # invoked indirectly (check, wait_for)
 unit_inactive() { [ "$(bl_exec "$1" systemctl is-active "$2" 2>/dev/null)" != active ]; }
+
+# ---- the key server -----------------------------------------------------------------------------
+
+# flood ADDR PORT N: N TCP connections from the host, each closed at once, as fast as they go;
+# prints how many were accepted.
+flood() {
+    python3 - "$1" "$2" "$3" <<'PY'
+import socket, sys, time
+host, port, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+ok, t0 = 0, time.monotonic()
+for _ in range(n):
+    s = socket.socket()
+    s.settimeout(1)
+    try:
+        s.connect((host, port))
+        ok += 1
+    except OSError:
+        pass
+    s.close()
+print(f"{ok} of {n} accepted in {time.monotonic() - t0:.2f} s")
+PY
+}
+# The key server flooded (review finding N1): systemd's default trigger limit for Accept=yes
+# sockets (200 in 2 s) would leave the socket failed for good and no worker could join. It
+# listens on the controller's service address only.
+key_server_flood() {
+    local out
+    out=$(flood "${IP[ctl]}" 6830 600)
+    say "key server flooded from the host: $out"
+    sleep 1
+    check "the key server's socket is still active after 600 connections" \
+        eq "$(ctl systemctl is-active one-hpc-key-server.socket)" active
+    check "the key server listens on ${IP[ctl]}:6830 only" \
+        eq "$(ctl systemctl show -p Listen --value one-hpc-key-server.socket)" "${IP[ctl]}:6830 (Stream)"
+    check "nothing answers on 127.0.0.1:6830 inside the controller" \
+        ctl bash -c '! exec 3<>/dev/tcp/127.0.0.1/6830' 2>/dev/null
+}
 
 # ---- reconciler --------------------------------------------------------------------------------
 
@@ -222,6 +261,7 @@ phase2_graceful() {
     step "2. scale to 4 workers, then graceful scale-down to 1 (self-drain alone)"
     ctl systemctl stop oneslurm-reconcile.timer
     check "reconcile timer stopped for this phase" eq "$(ctl systemctl is-active oneslurm-reconcile.timer)" inactive
+    key_server_flood
     t0=$(_bl_now)
     sim POST "/_sim/services/$SERVICE/scale" '{"role":"worker","cardinality":4}' >/dev/null
     new_slurm_vm w3 worker ONEAPP_SLURM_JOIN_TIMEOUT=120 || return 1

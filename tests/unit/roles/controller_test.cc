@@ -10,6 +10,7 @@
 
 #include "common/base64.h"
 #include "common/log.h"
+#include "context/context_file.h"
 #include "roles/names.h"
 #include "roles/slurm/key_delivery.h"
 #include "roles/slurm/slurm_conf.h"
@@ -137,6 +138,7 @@ TEST_F(ControllerTest, FirstBoot) {
                               "scontrol ping",
                               "systemctl enable --no-reload oneslurm-reconcile.timer",
                               "systemctl --no-block start oneslurm-reconcile.timer",
+                              "systemctl daemon-reload",
                               "systemctl enable --no-reload one-hpc-key-server.socket",
                               "systemctl --no-block start one-hpc-key-server.socket",
                           }));
@@ -334,6 +336,36 @@ TEST_F(ControllerTest, RotationMakesANewKeyAndPublishesItsId) {
   // The next configure keeps the new key.
   auto again = Configure();
   EXPECT_EQ(m_.Read("/etc/munge/munge.key"), new_key);
+}
+
+// The key server listens on the service address alone, and `one-hpc key-serve` reads what it
+// needs of the context from a root-only file configure writes (no disk probe, no CD mount per
+// connection): review finding N1. A changed address restarts the socket; the same one does not.
+TEST_F(ControllerTest, TheKeyServerListensOnTheServiceAddressAndReadsItsContextFromRun) {
+  auto first = Configure();
+  EXPECT_EQ(m_.Read(slurm::kKeyServerListenDropIn),
+            "# one-hpc configure: workers ask for the munge key on the service network's "
+            "address\n# only (10.0.0.5, the address published in OneGate), not on every "
+            "interface.\n[Socket]\nListenStream=\nListenStream=10.0.0.5:6830\nFreeBind=yes\n");
+  struct stat st {};
+  ASSERT_EQ(stat((m_.root + slurm::kKeyServerContextPath).c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  auto vars = ParseContextFile(m_.Read(slurm::kKeyServerContextPath));
+  ASSERT_TRUE(vars) << vars.error().message;
+  const OneGateConfig expected = fakes::SimConfig(sim_, vm_);
+  EXPECT_EQ(*vars, (ContextVars{{"ONEGATE_ENDPOINT", expected.endpoint},
+                                {"ONEGATE_TOKEN", expected.token},
+                                {"VMID", std::to_string(vm_.id)}}));
+
+  vars_["ETH0_IP"] = "10.0.0.9";
+  auto moved = Configure();
+  EXPECT_NE(m_.Read(slurm::kKeyServerListenDropIn).find("ListenStream=10.0.0.9:6830\n"),
+            std::string::npos);
+  auto argvs = m_.runner.Argvs();
+  EXPECT_NE(std::find(argvs.begin(), argvs.end(),
+                      "systemctl --no-block restart one-hpc-key-server.socket"),
+            argvs.end())
+      << moved->plan.Render();
 }
 
 TEST_F(ControllerTest, RerunKeepsEverything) {

@@ -403,6 +403,37 @@ TEST_F(WorkerTest, AKeyServerNotUpYetIsRetried) {
   EXPECT_EQ(m_.Read("/etc/munge/munge.key"), key_);
 }
 
+// A worker that joins while the controller rotates the key gets the new key before its id is
+// published: it asks again and checks the key against the id published then (review N9), rather
+// than failing its configure for good.
+TEST_F(WorkerTest, AKeyRotationUnderWayIsWaitedFor) {
+  std::string rotated(128, 'r');
+  keys_->RotateUnpublished(rotated);
+  keys_->after_answer = [&](int n) {
+    if (n == 1) keys_->Publish();  // the controller publishes the new id
+  };
+  log::Capture logs;
+  auto run = RunOk();
+  EXPECT_EQ(keys_->requests, 2);
+  EXPECT_EQ(m_.Read("/etc/munge/munge.key"), rotated);
+  EXPECT_TRUE(logs.Contains("a key rotation under way")) << logs.text();
+}
+
+// Review finding N11: a controller VM powered off (or stopped, or gone) may still show
+// READY=YES; a worker never joins it, it waits for an ACTIVE one.
+TEST_F(WorkerTest, AControllerThatIsNotActiveIsNeverJoined) {
+  ASSERT_TRUE(sim_.SetVmState(controller_.id, sim::states::kVmPoweroff, 0));
+  vars_["ONEAPP_SLURM_JOIN_TIMEOUT"] = "30";
+  Run();
+  ASSERT_FALSE(status_);
+  EXPECT_NE(status_.error().message.find("VM " + std::to_string(controller_.id) +
+                                         " (not ACTIVE: state 8)"),
+            std::string::npos)
+      << status_.error().message;
+  EXPECT_EQ(keys_->requests, 0);
+  EXPECT_EQ(slurmd_starts_, 0);
+}
+
 TEST_F(WorkerTest, TableFullIsReported) {
   registers_ = false;  // slurmctld rejects the registration silently (trap 1)
   vars_["ONEAPP_SLURM_JOIN_TIMEOUT"] = "30";

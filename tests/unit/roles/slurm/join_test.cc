@@ -16,9 +16,11 @@ TEST(ControllerFromServiceTest, PicksTheReadyController) {
   ServiceNode stale;
   stale.vm_id = 1;
   stale.vm = VmInfo{};
+  stale.vm->state = kVmStateActive;
   ServiceNode ready;
   ready.vm_id = 2;
   ready.vm = VmInfo{};
+  ready.vm->state = kVmStateActive;
   ready.vm->user_template = {{"READY", "YES"},
                              {"SLURM_CONTROLLER_ADDR", "10.0.0.5"},
                              {"SLURM_CONTROLLER_HOST", "ctl"},
@@ -58,6 +60,13 @@ TEST(ControllerFromServiceTest, PicksTheReadyController) {
   EXPECT_NE(old.error().message.find("missing SLURM_KEY_SERVER_PUBKEY, SLURM_MUNGE_KEY_ID"),
             std::string::npos)
       << old.error().message;
+  // Powered off, a controller may still show READY=YES: waited for, never joined.
+  ready.vm->state = 8;  // POWEROFF
+  s.roles[0].nodes = {ready};
+  auto off = ControllerFromService(s, 99);
+  ASSERT_FALSE(off);
+  EXPECT_NE(off.error().message.find("VM 2 (not ACTIVE: state 8)"), std::string::npos)
+      << off.error().message;
 }
 
 }  // namespace

@@ -85,9 +85,14 @@ TEST_F(KeyDeliveryTest, OnlyTheWorkerOpensItsBoxAndGetsTheKey) {
   auto opened = Open(forged, worker_);
   ASSERT_FALSE(opened);
   EXPECT_NE(opened.error().message.find("does not open"), std::string::npos);
-  // A key that is not the one whose id the controller publishes is refused.
-  EXPECT_FALSE(OpenKeyAnswer(answer.line, request_, worker_, server_.public_key,
-                             MungeKeyId(std::string(128, 'x'))));
+  // A key that is not the one whose id the controller publishes is refused, as a try-again: the
+  // box proves the controller made it, so its key is newer than the id read (a rotation).
+  auto other_id = OpenKeyAnswer(answer.line, request_, worker_, server_.public_key,
+                                MungeKeyId(std::string(128, 'x')));
+  ASSERT_FALSE(other_id);
+  EXPECT_EQ(other_id.error().kind, ErrorKind::kNetwork);
+  EXPECT_EQ(forged.line.rfind("ONEHPC-MUNGE/1 OK ", 0), 0u);
+  EXPECT_EQ(opened.error().kind, ErrorKind::kInvalidInput);  // an impostor's: never retried
 }
 
 TEST_F(KeyDeliveryTest, ForgedRequestsAreDenied) {
