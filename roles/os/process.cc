@@ -240,6 +240,36 @@ Result<std::string> ResolveProgram(const std::string& name, const std::vector<st
   ::_exit(127);
 }
 
+/// An argv that can be executed: a program, no NUL byte.
+Status CheckArgv(const Command& command) {
+  if (command.argv.empty() || command.argv[0].empty()) {
+    return Fail(ErrorKind::kInvalidInput, "cannot run an empty command");
+  }
+  for (const auto& arg : command.argv) {
+    if (arg.find('\0') != std::string::npos) {
+      return Fail(ErrorKind::kInvalidInput, "argument with a NUL byte in " + ArgvText(command));
+    }
+  }
+  return Ok();
+}
+
+/// Command::stdin_file: the file replaces the stdin pipe (nothing is written to the child).
+Status UseStdinFile(const Command& command, const std::string& argv_text, Fd& in_r, Fd& in_w) {
+  if (command.stdin_file.empty()) return Ok();
+  if (!command.stdin_data.empty()) {
+    return Fail(ErrorKind::kInvalidInput, "both stdin_data and stdin_file for " + argv_text);
+  }
+  Fd file(::open(command.stdin_file.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY));
+  if (!file.valid()) {
+    return Fail(ErrorKind::kIo, "cannot open " + command.stdin_file + " as the input of " +
+                                    argv_text + ": " + strerror(errno));
+  }
+  if (auto s = Above2(file); !s) return s;
+  in_r = std::move(file);
+  in_w.Reset();
+  return Ok();
+}
+
 /// Runs in the forked child: only async-signal-safe calls, nothing allocated.
 [[noreturn]] void ChildExec(const char* path, char* const* argv, char* const* envp, const char* cwd,
                             int in_fd, int out_fd, int err_fd, int status_fd) {
@@ -336,14 +366,7 @@ bool HasExited(pid_t pid) {
 }  // namespace
 
 Result<ProcessResult> RealProcessRunner::Run(const Command& command) {
-  if (command.argv.empty() || command.argv[0].empty()) {
-    return Fail(ErrorKind::kInvalidInput, "cannot run an empty command");
-  }
-  for (const auto& arg : command.argv) {
-    if (arg.find('\0') != std::string::npos) {
-      return Fail(ErrorKind::kInvalidInput, "argument with a NUL byte in " + ArgvText(command));
-    }
-  }
+  if (auto s = CheckArgv(command); !s) return Fail(s.error());
   const std::string argv_text = ArgvText(command);
   log::Debug("run: {}{}", argv_text,
              command.cwd.empty() ? std::string() : " (in " + command.cwd + ")");
@@ -365,6 +388,7 @@ Result<ProcessResult> RealProcessRunner::Run(const Command& command) {
                       std::pair{&status_r, &status_w}}) {
     if (auto s = MakePipe(*r, *w); !s) return Fail(s.error());
   }
+  if (auto s = UseStdinFile(command, argv_text, in_r, in_w); !s) return Fail(s.error());
 
   pid_t pid = ::fork();
   if (pid < 0) {

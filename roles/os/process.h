@@ -25,7 +25,11 @@ struct Command {
   std::vector<std::pair<std::string, std::string>> env;
   bool clear_env = false;  ///< inherit nothing but PATH
   std::string stdin_data;  ///< written to the child's stdin, then closed (secrets go here)
-  std::string cwd;         ///< "" = inherit
+  /// A file the child reads as its stdin instead (opened by the parent, read-only, no symlink
+  /// followed at its last component; kIo when it cannot be opened): for input too large to
+  /// hold in memory, e.g. a database dump. Exclusive with stdin_data.
+  std::string stdin_file;
+  std::string cwd;  ///< "" = inherit
   /// Strings to redact from every log line about this command (argv and output).
   std::vector<std::string> secrets;
   /// Time between SIGTERM and SIGKILL after the timeout.

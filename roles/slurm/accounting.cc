@@ -140,6 +140,28 @@ std::vector<std::string> ClientArgs(const AccountingOptions& options, const std:
   return argv;
 }
 
+// Loads one dump into the (new) database. The dump is the client's input in sandbox mode: it
+// may hold SQL only, never a client command (`\! cmd` would run a shell command as root, SOURCE
+// another file); the dumps lie on the state export, which the storage VM's root can write.
+Status LoadDump(const AccountingOptions& options, ProcessRunner& runner, const std::string& path) {
+  Command create;
+  create.argv = ClientArgs(options, options.client_program);
+  create.argv.push_back(
+      fmt::format("--execute=CREATE DATABASE IF NOT EXISTS `{}`", options.database));
+  if (auto created = RunChecked(runner, create); !created) {
+    return Fail(created.error().WithContext("creating the database"));
+  }
+  Command load;
+  load.argv = ClientArgs(options, options.client_program);
+  load.argv.push_back("--sandbox");
+  load.argv.push_back("--database=" + options.database);
+  load.stdin_file = path;
+  load.timeout = options.restore_timeout;
+  auto loaded = RunChecked(runner, load);
+  if (!loaded) return Fail(loaded.error());
+  return Ok();
+}
+
 }  // namespace
 
 std::string DumpFileName(const std::string& database, std::chrono::system_clock::time_point when) {
@@ -362,16 +384,10 @@ Result<std::optional<std::string>> RestoreNewestComplete(const AccountingOptions
     if (auto s = WriteRestoreMarker(options, path); !s) {
       return Fail(s.error().WithContext("accounting restore"));
     }
-    Command load;
-    load.argv = ClientArgs(options, options.client_program);
-    load.argv.push_back(fmt::format(
-        // SOURCE is a client command: it must start a line.
-        "--execute=CREATE DATABASE IF NOT EXISTS `{0}`;\nUSE `{0}`;\nSOURCE {1}\n",
-        options.database, path));
-    load.timeout = options.restore_timeout;
-    auto loaded = RunChecked(runner, load);
     // A failed load keeps the marker: the next start drops what was loaded and tries again.
-    if (!loaded) return Fail(loaded.error().WithContext("accounting restore of " + path));
+    if (auto loaded = LoadDump(options, runner, path); !loaded) {
+      return Fail(loaded.error().WithContext("accounting restore of " + path));
+    }
     if (auto s = RemoveRestoreMarker(options); !s) {
       return Fail(s.error().WithContext("accounting restore"));
     }

@@ -205,6 +205,36 @@ TEST_F(MariaDbTest, AnInterruptedRestoreIsRedoneFromTheSameDump) {
   EXPECT_TRUE(DumpAccounting(options_, runner_, t0 + std::chrono::minutes(90)));
 }
 
+// A dump is data: one that carries a client command (`\! cmd`, a shell command the mariadb
+// client would run as root) is refused by the client's sandbox and nothing runs (review N7).
+TEST_F(MariaDbTest, ARestoreNeverRunsTheClientCommandsOfADump) {
+  ASSERT_TRUE(
+      Sql("CREATE DATABASE slurm_acct_db; CREATE TABLE slurm_acct_db.job_table "
+          "(id INT PRIMARY KEY) ENGINE=InnoDB; INSERT INTO slurm_acct_db.job_table VALUES (1)"));
+  auto t0 = std::chrono::system_clock::from_time_t(1790000000);
+  auto dump = DumpAccounting(options_, runner_, t0);
+  ASSERT_TRUE(dump) << dump.error().message;
+  const std::string planted = dir_ + "/planted-by-the-dump";
+  {
+    std::ifstream in(*dump);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    std::string text = ss.str();
+    auto pos = text.find("CREATE TABLE");
+    ASSERT_NE(pos, std::string::npos);
+    text.insert(pos, "\\! touch " + planted + "\n");
+    std::ofstream(*dump) << text;
+  }
+  ASSERT_TRUE(Sql("DROP DATABASE slurm_acct_db"));
+  auto restored = RestoreNewestComplete(options_, runner_);
+  EXPECT_FALSE(fs::exists(planted));
+  ASSERT_FALSE(restored);
+  EXPECT_NE(restored.error().message.find("accounting restore of " + *dump), std::string::npos)
+      << restored.error().message;
+  EXPECT_NE(restored.error().message.find("sandbox"), std::string::npos)
+      << restored.error().message;
+}
+
 TEST_F(MariaDbTest, DumpOfAMissingDatabaseFailsAndLeavesNothing) {
   options_.database = "no_such_db";
   auto dumped = DumpAccounting(options_, runner_, std::chrono::system_clock::now());

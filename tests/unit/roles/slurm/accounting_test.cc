@@ -144,9 +144,16 @@ TEST_F(AccountingTest, RestoreSkipsTheTruncatedNewestDump) {
   ASSERT_TRUE(restored) << restored.error().message;
   ASSERT_TRUE(restored->has_value());
   EXPECT_EQ(**restored, dir_ + "/slurm_acct_db-20260102T000000Z.sql");
-  ASSERT_EQ(runner_.commands().size(), 2u);
+  // The count, the database made, then the dump fed on stdin to the client in sandbox mode
+  // (never SOURCE: a client command in a dump would run).
+  ASSERT_EQ(runner_.commands().size(), 3u);
   EXPECT_THAT(runner_.commands()[1].argv.back(),
-              HasSubstr("SOURCE " + dir_ + "/slurm_acct_db-20260102T000000Z.sql"));
+              HasSubstr("CREATE DATABASE IF NOT EXISTS `slurm_acct_db`"));
+  const Command& load = runner_.commands()[2];
+  EXPECT_EQ(load.stdin_file, dir_ + "/slurm_acct_db-20260102T000000Z.sql");
+  EXPECT_THAT(load.argv, Contains("--sandbox"));
+  EXPECT_THAT(load.argv, Contains("--database=slurm_acct_db"));
+  for (const auto& arg : load.argv) EXPECT_THAT(arg, ::testing::Not(HasSubstr("SOURCE")));
 }
 
 TEST_F(AccountingTest, RestoreLeavesANonEmptyDatabaseAlone) {
