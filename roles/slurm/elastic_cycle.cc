@@ -21,7 +21,7 @@ using Kind = elastic::Action::Kind;
 // run: on its way out of the role (DONE, shutting down), or parked by the operator (POWEROFF,
 // STOPPED, SUSPENDED, UNDEPLOYED). Such a VM is neither a worker nor a failed boot: the cycle
 // never terminates it (an operator's powered-off worker is the operator's).
-constexpr int kVmActive = 3;
+constexpr int kVmActive = kVmStateActive;
 constexpr int kLcmRunning = 3;
 bool Running(const VmInfo& vm) { return vm.state == kVmActive && vm.lcm_state == kLcmRunning; }
 bool Leaving(const VmInfo& vm) {
@@ -171,6 +171,40 @@ Status SaveElasticState(Files& files, const std::string& path, const ElasticStat
   return files.WriteAtomic(path, text, 0600);
 }
 
+namespace {
+
+// The Slurm node whose NodeAddr is one of the VM's NIC addresses, if any.
+const slurm::SlurmNode* NodeAtAnAddressOf(const VmInfo& vm,
+                                          const std::vector<slurm::SlurmNode>& nodes) {
+  for (const auto& n : nodes) {
+    if (n.addr.empty()) continue;
+    for (const auto& nic : vm.nics) {
+      if (nic.ip == n.addr) return &n;
+    }
+  }
+  return nullptr;
+}
+
+// Read as "not published", a malformed name would make a busy worker a failed boot; a name
+// published twice would tie two VMs to one node. `vm_of_name` collects the names seen.
+Status CheckPublishedName(int vm_id, const VmInfo& vm, std::map<std::string, int>& vm_of_name) {
+  if (vm.non_text_attrs.count(slurm::kAttrNodeName)) {
+    return Fail(ErrorKind::kInvalidInput,
+                "VM " + std::to_string(vm_id) + " has a " + slurm::kAttrNodeName +
+                    " that is not text (an array or an object): the cycle cannot tell its node");
+  }
+  std::string name = Trimmed(vm.Attr(slurm::kAttrNodeName));
+  if (name.empty()) return Ok();
+  auto [it, fresh] = vm_of_name.emplace(name, vm_id);
+  if (fresh) return Ok();
+  return Fail(ErrorKind::kInvalidInput, "VMs " + std::to_string(it->second) + " and " +
+                                            std::to_string(vm_id) + " both publish " +
+                                            slurm::kAttrNodeName + "=" + name +
+                                            ": the cycle cannot tell which VM is that node");
+}
+
+}  // namespace
+
 Result<elastic::Snapshot> BuildElasticSnapshot(const ServiceInfo& service, const std::string& role,
                                                const std::vector<slurm::SlurmNode>& nodes,
                                                const std::vector<slurm::PendingJob>& pending,
@@ -187,6 +221,7 @@ Result<elastic::Snapshot> BuildElasticSnapshot(const ServiceInfo& service, const
   s.service_running = service.state == 2;  // RUNNING: OneFlow accepts a scale request
   s.consecutive_boot_failures = state.consecutive_boot_failures;
   s.pending = pending;
+  std::map<std::string, int> vm_of_name;
   for (const auto& node : r->nodes) {
     if (!node.vm || !node.vm->has_user_template) {
       return Fail(ErrorKind::kInvalidInput,
@@ -194,6 +229,7 @@ Result<elastic::Snapshot> BuildElasticSnapshot(const ServiceInfo& service, const
                       "' without its details: the cycle cannot tell its state");
     }
     const VmInfo& vm = *node.vm;
+    if (auto s = CheckPublishedName(node.vm_id, vm, vm_of_name); !s) return Fail(s.error());
     if (Leaving(vm)) {
       ++s.leaving_vms;
       continue;
@@ -224,6 +260,14 @@ Result<elastic::Snapshot> BuildElasticSnapshot(const ServiceInfo& service, const
                last != state.last_registered.end()) {
       w.registered_before = true;
       w.unregistered_seconds = Since(now, last->second);
+    } else if (const slurm::SlurmNode* at = NodeAtAnAddressOf(vm, nodes)) {
+      // Unpublished (or published under another name) but in Slurm: never a failed boot.
+      return Fail(ErrorKind::kInvalidInput,
+                  "VM " + std::to_string(node.vm_id) + " publishes " +
+                      (name.empty() ? "no " + std::string(slurm::kAttrNodeName)
+                                    : std::string(slurm::kAttrNodeName) + "=" + name) +
+                      " but Slurm node " + at->name + " has its address " + at->addr +
+                      ": the cycle cannot tell whether that VM is booting");
     }
     s.workers.push_back(std::move(w));
   }

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <ctime>
+#include <nlohmann/json.hpp>
 
 #include "roles/names.h"
 #include "tests/fakes/machine.h"
@@ -240,6 +241,63 @@ TEST_F(ElasticCycleTest, ARebootedWorkerOrAPendingVmIsNeverAFailedBoot) {
     EXPECT_THAT(o.action.reason, HasSubstr("not a failed boot"));
   }
   EXPECT_TRUE(replaced);
+}
+
+// Review finding N5: a publication the cycle cannot read for sure changes nothing. Read as "not
+// published", a malformed name would make a busy worker a failed boot; a name published twice
+// would tie two VMs to one node; a VM that publishes nothing while a node has its address may
+// be that node.
+TEST_F(ElasticCycleTest, AMalformedDuplicateOrUnmatchedPublicationSkipsTheCycle) {
+  AddWorker("w1");
+  const int twin_a = AddWorker("w2");
+  const int twin_b = AddWorker("w2", false);
+  shift_ = 1000;
+  auto twice = Run();
+  ASSERT_TRUE(twice) << twice.error().message;
+  EXPECT_THAT(twice->skipped,
+              HasSubstr("VMs " + std::to_string(twin_a) + " and " + std::to_string(twin_b) +
+                        " both publish SLURM_NODENAME=w2"));
+  EXPECT_TRUE(twice->outcomes.empty());
+
+  // The same VM, its name an array (OneGate's real document, one attribute changed).
+  ASSERT_TRUE(sim_.SetUserAttr(twin_b, slurm::kAttrNodeName, "w3"));
+  auto doc = nlohmann::json::parse(sim_.ServiceJson(service_, true));
+  for (auto& role : doc["SERVICE"]["roles"]) {
+    for (auto& node : role["nodes"]) {
+      if (node["deploy_id"] == twin_b) {
+        node["vm_info"]["VM"]["USER_TEMPLATE"]["SLURM_NODENAME"] = {"w3", "w4"};
+      }
+    }
+  }
+  sim_.InjectFault(fakes::SimFault(sim::FaultKind::kMalformed, 200, doc.dump()));
+  auto array = Run();
+  ASSERT_TRUE(array) << array.error().message;
+  EXPECT_THAT(array->skipped,
+              HasSubstr("VM " + std::to_string(twin_b) + " has a SLURM_NODENAME that is not text"));
+  sim_.ClearFaults();
+
+  // A VM that publishes nothing, long past its boot time, while Slurm has a node at its address.
+  ASSERT_TRUE(sim_.SetUserAttr(twin_b, slurm::kAttrNodeName, "w2"));
+  ASSERT_TRUE(sim_.Terminations().empty());
+  sim::VmSpec spec;
+  spec.nics.push_back(fakes::SimNic("10.0.0.42", "service"));
+  const int silent = sim_.AddVm(service_, "worker", spec).id;
+  slurm_.nodes["w9"].addr = "10.0.0.42";
+  sim_.ClearRequests();
+  auto unmatched = Run();
+  ASSERT_TRUE(unmatched) << unmatched.error().message;
+  EXPECT_THAT(unmatched->skipped, HasSubstr("both publish"));  // the twins still
+  // Without the twins: only the silent VM is in question.
+  ASSERT_TRUE(sim_.SetUserAttr(twin_b, slurm::kAttrNodeName, "w5"));
+  slurm_.nodes["w5"];
+  ASSERT_TRUE(Run());
+  shift_ += 1000;
+  auto late = Run();
+  ASSERT_TRUE(late) << late.error().message;
+  EXPECT_THAT(late->skipped, HasSubstr("VM " + std::to_string(silent) +
+                                       " publishes no SLURM_NODENAME but Slurm node w9 has its "
+                                       "address 10.0.0.42"));
+  EXPECT_TRUE(sim_.Terminations().empty());
 }
 
 TEST_F(ElasticCycleTest, APoweredOffWorkerIsTheOperatorsAndNeverAFailedBoot) {
