@@ -3,6 +3,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <tuple>
@@ -65,25 +67,23 @@ Status WithNfsServerStopped(RoleEnv& env, const StateMountOptions& options,
   return StartNfsServerAfter(env, change());
 }
 
-// The root-disk /export/slurm copied onto the disk, into a temporary directory renamed into
-// place once complete and synced.
-Status CopyOntoDisk(RoleEnv& env, const StateMountOptions& options) {
-  const std::string migrating = env.files.HostPath(kMigrating);
-  if (env.files.Exists(kMigrating)) {
-    // Ours: our name, inside our root-only directory. What an interrupted copy left.
-    log::Warn("storage: removing {}, left by an interrupted copy", migrating);
-    if (auto s = Run(env, {"rm", "-r", "--one-file-system", "--", migrating}, options.copy_timeout);
-        !s) {
-      return s;
-    }
+// `path` must be a directory of root's, reached without a symbolic link at its last component:
+// it lies in the homes export, where the portal's root (no_root_squash) could plant a link to
+// this VM's / to have it bind-mounted on /export/slurm and served back to it.
+Status RealRootDirectory(RoleEnv& env, const std::string& path) {
+  const std::string host = env.files.HostPath(path);
+  struct stat st {};
+  if (::lstat(host.c_str(), &st) != 0) {
+    return Fail(ErrorKind::kIo, "cannot look at " + host + ": " + std::strerror(errno));
   }
-  if (auto s = Run(env, {"cp", "-a", "--", env.files.HostPath(ood::kSlurmExport), migrating},
-                   options.copy_timeout);
-      !s) {
-    return s;
+  if (S_ISLNK(st.st_mode) || !S_ISDIR(st.st_mode) || st.st_uid != 0) {
+    return Fail(
+        ErrorKind::kUnsafe,
+        host + (S_ISLNK(st.st_mode) ? " is a symbolic link" : " is not a directory of root's") +
+            " (something changed it through the homes export); refusing to serve it as "
+            "the Slurm state. Replace it with the real directory and reconfigure");
   }
-  if (auto s = Run(env, {"sync", "-f", migrating}, options.copy_timeout); !s) return s;
-  return env.files.Rename(kMigrating, kSlurmStateOnDisk);
+  return Ok();
 }
 
 Status EnsureUnits(RoleEnv& env) {
@@ -108,10 +108,9 @@ Status EnsureUnits(RoleEnv& env) {
                            "the Slurm state is mounted at every boot");
 }
 
-}  // namespace
-
-Status EnsureSlurmStateOnHomeDisk(RoleEnv& env, const StateMountOptions& options) {
-  const std::string where = env.files.HostPath(ood::kSlurmExport);
+// .one-hpc-state on the disk: made root's only (0700), whatever made it otherwise, since the
+// homes export reaches it.
+Status EnsureStateDirectory(RoleEnv& env) {
   if (auto s = EnsureDirectory(env, kStateDirOnDisk, 0700, FileOwner{"root", "root"},
                                "one-hpc's state on the ood-home disk; no user of the homes "
                                "export enters it");
@@ -138,6 +137,40 @@ Status EnsureSlurmStateOnHomeDisk(RoleEnv& env, const StateMountOptions& options
       if (!s) return s;
     }
   }
+  return Ok();
+}
+
+// The root-disk /export/slurm copied onto the disk, into a temporary directory renamed into
+// place once complete and synced.
+Status CopyOntoDisk(RoleEnv& env, const StateMountOptions& options) {
+  const std::string migrating = env.files.HostPath(kMigrating);
+  if (env.files.Exists(kMigrating)) {
+    // Ours: our name, inside our root-only directory. What an interrupted copy left.
+    log::Warn("storage: removing {}, left by an interrupted copy", migrating);
+    if (auto s = Run(env, {"rm", "-r", "--one-file-system", "--", migrating}, options.copy_timeout);
+        !s) {
+      return s;
+    }
+  }
+  if (auto s = Run(env, {"cp", "-a", "--", env.files.HostPath(ood::kSlurmExport), migrating},
+                   options.copy_timeout);
+      !s) {
+    return s;
+  }
+  if (auto s = Run(env, {"sync", "-f", migrating}, options.copy_timeout); !s) return s;
+  // The units before the rename: a power loss once the copy is in place must not boot an
+  // nfs-server that exports the root disk's copy underneath (writes there would vanish under
+  // the bind mount). Before the rename the mount unit fails (no such directory), nfs-server
+  // with it, and the next configure copies again.
+  if (auto s = EnsureUnits(env); !s) return s;
+  return env.files.Rename(kMigrating, kSlurmStateOnDisk);
+}
+
+}  // namespace
+
+Status EnsureSlurmStateOnHomeDisk(RoleEnv& env, const StateMountOptions& options) {
+  const std::string where = env.files.HostPath(ood::kSlurmExport);
+  if (auto s = EnsureStateDirectory(env); !s) return s;
   auto current = env.mounts.FindByTarget(where);
   if (!current) return Fail(current.error());
   if (current->has_value()) {
@@ -185,6 +218,8 @@ Status EnsureSlurmStateOnHomeDisk(RoleEnv& env, const StateMountOptions& options
         });
     if (!s) return s;
   } else {
+    // The units first, for the same reason as before a copy's rename.
+    if (auto s = EnsureUnits(env); !s) return s;
     if (auto s = EnsureDirectory(env, kSlurmStateOnDisk, 0755, FileOwner{"root", "root"},
                                  "the Slurm state, the munge key and the accounting dumps, "
                                  "next to the homes");
@@ -194,7 +229,11 @@ Status EnsureSlurmStateOnHomeDisk(RoleEnv& env, const StateMountOptions& options
   }
   auto s = env.plan.Do("bind-mount " + std::string(kSlurmStateOnDisk) + " on " + ood::kSlurmExport,
                        "the portal's state export is the disk's copy", [&]() -> Status {
-                         return WithNfsServerStopped(env, options, [&] {
+                         return WithNfsServerStopped(env, options, [&]() -> Status {
+                           // Checked while nothing serves the homes: no one can swap it now.
+                           for (const char* dir : {kStateDirOnDisk, kSlurmStateOnDisk}) {
+                             if (auto real = RealRootDirectory(env, dir); !real) return real;
+                           }
                            return env.mounts.Mount(MountEntry{env.files.HostPath(kSlurmStateOnDisk),
                                                               where, "", "bind", ""});
                          });

@@ -142,6 +142,14 @@ Result<std::vector<std::string>> PortalAddresses(const ServiceInfo& service,
                                                 std::to_string(node.vm_id) +
                                                 " (not the extended document)");
     }
+    // A VM that is gone no longer holds its lease: its address may be another VM's now. One
+    // powered off, stopped or undeployed keeps its lease (and needs its exports when it is back).
+    if (node.vm->state == kVmStateDone || node.vm->state == kVmStateFailed || node.vm->state < 0) {
+      log::Warn("portal VM {} is not counted: {}", node.vm_id,
+                node.vm->state < 0 ? "its state is not in the service document"
+                                   : "it is DONE (its address may be another VM's now)");
+      continue;
+    }
     bool found = false;
     for (const auto& nic : node.vm->nics) {
       if (ParseIpv4(nic.ip) && CidrContains(compute_net, nic.ip)) {

@@ -3,6 +3,7 @@
 #define ONEHPC_TESTS_FAKES_MOUNTS_H_
 
 #include <algorithm>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -32,6 +33,7 @@ class FakeMounts : public Mounts {
   /// entry.source, with the subdirectory as its root.
   Status Mount(const MountEntry& entry) override {
     ++mounts;
+    if (on_mount) on_mount(entry);
     MountEntry e = entry;
     if (entry.options == "bind") {
       const MountEntry* holder = nullptr;
@@ -52,6 +54,8 @@ class FakeMounts : public Mounts {
     table.push_back(e);
     return Ok();
   }
+  /// Called with each mount as it is asked for, before it is recorded.
+  std::function<void(const MountEntry&)> on_mount;
   Status Unmount(const std::string& target) override {
     table.erase(std::remove_if(table.begin(), table.end(),
                                [&](const MountEntry& e) { return e.target == target; }),

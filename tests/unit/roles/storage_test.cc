@@ -120,6 +120,10 @@ class StorageTest : public ::testing::Test {
     EXPECT_THAT(unit, HasSubstr("Where=/export/slurm\n"));
     EXPECT_THAT(unit, HasSubstr("RequiresMountsFor=/export/home\n"));
     EXPECT_THAT(unit, HasSubstr("Options=bind\n"));
+    // A link planted through the homes export is never followed at boot either.
+    EXPECT_THAT(unit, HasSubstr("AssertPathIsSymbolicLink=!/export/home/.one-hpc-state\n"
+                                "AssertPathIsSymbolicLink=!/export/home/.one-hpc-state/slurm\n"
+                                "AssertPathIsDirectory=/export/home/.one-hpc-state/slurm\n"));
     EXPECT_THAT(m_.Read("/etc/systemd/system/nfs-server.service.d/50-one-hpc-state.conf"),
                 HasSubstr("RequiresMountsFor=/export/slurm\n"));
     EXPECT_TRUE(m_.Exists("/etc/systemd/system/local-fs.target.wants/export-slurm.mount"));
@@ -524,6 +528,14 @@ TEST_F(StorageTest, TheRootDisksSlurmStateIsCopiedOntoTheDiskOnceWithNfsServerSt
   m_.Write("/export/slurm/state/node_state", "nodes\n");
   m_.active.insert("nfs-server.service");
   RealCopyAndRemove();
+  bool unit_before_bind = false;
+  mounts_.on_mount = [&](const MountEntry& e) {
+    if (e.target == m_.root + "/export/slurm") {
+      unit_before_bind =
+          m_.Exists("/etc/systemd/system/export-slurm.mount") &&
+          m_.Exists("/etc/systemd/system/nfs-server.service.d/50-one-hpc-state.conf");
+    }
+  };
   auto r = MustConfigure();
   const std::string state = "/export/home/.one-hpc-state/slurm";
   EXPECT_EQ(m_.Read(state + "/munge.key"), "the cluster's key\n");
@@ -545,6 +557,10 @@ TEST_F(StorageTest, TheRootDisksSlurmStateIsCopiedOntoTheDiskOnceWithNfsServerSt
   EXPECT_LT(stop, cp);
   EXPECT_LT(cp, sync);
   EXPECT_LT(sync, start);
+  // The mount unit and nfs-server's drop-in are in place before the state is bind-mounted
+  // (review N10; the code writes them before the copy is renamed into place): a power loss
+  // once the copy is there boots the disk's copy, never an nfs-server exporting the root disk's.
+  EXPECT_TRUE(unit_before_bind);
   EXPECT_TRUE(m_.active.count("nfs-server.service"));
   EXPECT_THAT(r.run->plan.Render(), HasSubstr("copy /export/slurm (2 entries) onto the ood-home "
                                               "disk, /export/home/.one-hpc-state/slurm"));
@@ -612,6 +628,27 @@ TEST_F(StorageTest, AnInterruptedCopyIsStartedAgainFromTheRootDisk) {
       Ran("rm -r --one-file-system -- " + m_.root + "/export/home/.one-hpc-state/slurm.migrating"));
   EXPECT_LT(IndexOf("rm -r"), IndexOf("cp -a"));
   EXPECT_EQ(m_.Read("/export/home/.one-hpc-state/slurm/munge.key"), "the cluster's key\n");
+}
+
+// Review finding N6: the portal is root on the homes export (no_root_squash), where the state
+// directory lies. A link it plants there is never bind-mounted on /export/slurm (which would
+// serve this VM's own files back to it, writable as root).
+TEST_F(StorageTest, ALinkPlantedInTheStateDirectoryIsNeverFollowed) {
+  disks_.Fs("/dev/vdb", "ext4", "ood-home", "bbbbbbbb-0000-0000-0000-000000000000");
+  MountedAtBoot("/dev/vdb");
+  m_.Write("/etc/secret-of-the-storage-vm", "x\n");
+  std::filesystem::create_directories(m_.root + "/export/home/.one-hpc-state");
+  ::chmod((m_.root + "/export/home/.one-hpc-state").c_str(), 0700);
+  std::filesystem::create_directory_symlink(m_.root + "/etc",
+                                            m_.root + "/export/home/.one-hpc-state/slurm");
+  m_.active.insert("nfs-server.service");
+  auto r = Configure();
+  ASSERT_FALSE(r.status);
+  EXPECT_EQ(r.status.error().kind, ErrorKind::kUnsafe);
+  EXPECT_THAT(r.status.error().message,
+              HasSubstr(m_.root + "/export/home/.one-hpc-state/slurm is a symbolic link"));
+  for (const auto& m : mounts_.table) EXPECT_NE(m.target, m_.root + "/export/slurm");
+  EXPECT_TRUE(m_.active.count("nfs-server.service"));  // serving what it served before
 }
 
 TEST_F(StorageTest, SomethingElseMountedOnTheSlurmStateIsRefused) {
@@ -766,6 +803,8 @@ ServiceInfo Service(const std::vector<std::vector<std::string>>& portal_nics) {
     node.vm_id = id++;
     VmInfo vm;
     vm.id = node.vm_id;
+    vm.state = kVmStateActive;
+    vm.lcm_state = 3;  // RUNNING
     for (const auto& ip : ips) vm.nics.push_back(VmNic{"", "", ip, "", "", "", ""});
     node.vm = vm;
     portal.nodes.push_back(node);
@@ -784,6 +823,20 @@ TEST(ExportsTest, PortalAddressesOnlyOnTheComputeNetwork) {
   EXPECT_FALSE(nfs::PortalAddresses(compact, "10.1.0.0/24"));
   ServiceInfo no_portal;
   EXPECT_FALSE(nfs::PortalAddresses(no_portal, "10.1.0.0/24"));
+}
+
+// Review finding N11: a portal VM that is gone (DONE) no longer holds its lease, and its address
+// may be another VM's: it gets no root export. One powered off keeps its lease and its exports.
+TEST(ExportsTest, APortalVmThatIsGoneIsNotCountedOnePoweredOffIs) {
+  ServiceInfo s = Service({{"10.1.0.5"}, {"10.1.0.6"}, {"10.1.0.7"}});
+  s.roles[1].nodes[0].vm->state = kVmStateDone;
+  s.roles[1].nodes[1].vm->state = 8;   // POWEROFF
+  s.roles[1].nodes[2].vm->state = -1;  // no STATE in the document: not counted either
+  log::Capture logs;
+  auto ips = nfs::PortalAddresses(s, "10.1.0.0/24");
+  ASSERT_TRUE(ips);
+  EXPECT_EQ(*ips, std::vector<std::string>{"10.1.0.6"});
+  EXPECT_TRUE(logs.Contains("portal VM 10 is not counted: it is DONE")) << logs.text();
 }
 
 class RefreshTest : public ::testing::Test {
