@@ -414,7 +414,20 @@ Result<std::vector<LocalUser>> ParsePortalUsers(RoleEnv& env, std::string_view t
   for (const auto& u : *first) names.push_back(u.name);
   auto policy = AccountPolicy(env, names);
   if (!policy) return Fail(policy.error());
-  return ParseLocalUsers(text, *policy);
+  auto users = ParseLocalUsers(text, *policy);
+  if (!users) return users;
+  std::vector<std::string> clear;
+  for (const auto& u : *users) {
+    if (!u.password.empty() && !u.password_is_hash) clear.push_back(u.name);
+  }
+  if (!clear.empty()) {
+    log::Warn(
+        "{} gives clear-text passwords for {}: root on every VM of this service can read them "
+        "(OneGate's service document carries the portal's context); give crypt(5) hashes "
+        "instead (mkpasswd -m yescrypt)",
+        kLocalUsersVar, JoinComma(clear));
+  }
+  return users;
 }
 
 Status EnsureLocalAccounts(RoleEnv& env, const std::vector<LocalUser>& users, AccountMode mode) {

@@ -372,7 +372,9 @@ std::string RenderPwauthPam() {
   return fmt::format(
       "# Written by one-hpc: the Open OnDemand portal's login (Apache, mod_authnz_external,\n"
       "# pwauth). Only the users of ONEAPP_AUTH_LOCAL_USERS ({0}); {1} failures within {2} s\n"
-      "# lock a user out for {3} s (faillock --user NAME --reset unlocks).\n"
+      "# lock a user out for {3} s (faillock --user NAME --reset unlocks). Every failure waits\n"
+      "# as long, a name not listed too (no user enumeration by timing).\n"
+      "auth     optional   pam_faildelay.so delay=2000000\n"
       "auth     requisite  pam_nologin.so\n"
       "auth     requisite  pam_listfile.so item=user sense=allow file={0} onerr=fail\n"
       "auth     required   pam_faillock.so preauth silent {4}\n"

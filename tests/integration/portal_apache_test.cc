@@ -253,6 +253,9 @@ class Child {
     auto mallory = Get("mallory", kMalloryPw);
     Check(mallory.code == "401", "an unlisted local account is refused with its right password",
           "HTTP " + mallory.code);
+    Check(mallory.seconds >= 1.5,
+          "an unlisted name waits as a wrong password does (>= 1.5 s: no user enumeration)",
+          fmt::format("{:.2f} s", mallory.seconds));
     auto root = Get("root", kBobPw);
     Check(root.code == "401", "root is refused with its right password", "HTTP " + root.code);
     for (int i = 0; i < ood::kLoginDeny; ++i) Get("bob", "guess-" + std::to_string(i));
@@ -543,6 +546,9 @@ class Child {
     auto mallory = LogIn("mallory", kMalloryPw);
     Check(RedirectsTo(mallory, login + "?failed") && NoSession(),
           "an unlisted local account is refused with its right password", Show(mallory));
+    Check(mallory.seconds >= 1.5,
+          "an unlisted name waits as a wrong password does (>= 1.5 s: no user enumeration)",
+          Show(mallory));
     auto root = LogIn("root", kBobPw);
     Check(RedirectsTo(root, login + "?failed") && NoSession(),
           "root is refused with its right password", Show(root));
@@ -704,7 +710,7 @@ TEST_F(PortalApacheTest, TheLoginFormKeepsAnEncryptedSessionThatIdlesExpiresAndL
   ood::PortalLogin login;  // the default, with limits a test can wait for
   login.idle_seconds = 4;
   login.lifetime_seconds = 10;
-  RunChild(dir_, login, 25);
+  RunChild(dir_, login, 26);
 }
 
 // The login as a person meets it: Debian's Chromium opens the portal, fills the form, lands
@@ -736,7 +742,7 @@ TEST_F(PortalApacheTest, OidcSendsTheBrowserToTheProviderAndLogsOutOntoThePortal
 }
 
 TEST_F(PortalApacheTest, BasicOptInListedUsersLogInOthersAreRefusedAndGuessingLocksOut) {
-  RunChild(dir_, ood::PortalLogin{ood::LoginKind::kBasic}, 10);
+  RunChild(dir_, ood::PortalLogin{ood::LoginKind::kBasic}, 11);
 }
 
 }  // namespace

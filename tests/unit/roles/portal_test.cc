@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "common/log.h"
 #include "roles/host/address.h"
 #include "roles/ood/portal_login.h"
 #include "roles/ood/settings.h"
@@ -107,8 +108,16 @@ TEST_F(PortalPlanTest, HashedPasswordsArePlannedWithoutShowingThem) {
       "$y$j9T$xPjg4GuvnuuYa6RMutRsc0$.FbMVNvpFXPt7EobIcbRSEw5sFFWXDV6hpQs9m0JwQ2";
   vars_[ood::kLocalUsersVar] = "alice:" + hash + " bob:Builder-4242:20001";
   auto role = MakePortalRole();
+  log::Capture logs;
   auto run = Plan(role);
   ASSERT_TRUE(status_) << status_.error().message << "\n" << run->plan.Render();
+  // The clear-text password is named (the user, never the password): every VM of the service
+  // can read the portal's context.
+  EXPECT_TRUE(
+      logs.Contains("ONEAPP_AUTH_LOCAL_USERS gives clear-text passwords for bob: root "
+                    "on every VM of this service can read them"))
+      << logs.text();
+  EXPECT_THAT(logs.text(), Not(HasSubstr("Builder-4242")));
   std::string plan = run->plan.Render();
   EXPECT_THAT(plan, HasSubstr("set the password of bob (uid 20001) (chpasswd, on stdin)"));
   EXPECT_THAT(plan, HasSubstr("set the given password hash of alice (uid 10001) (chpasswd "
