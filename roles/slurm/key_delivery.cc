@@ -12,6 +12,7 @@
 #include "context/context_file.h"
 #include "context/onegate.h"
 #include "roles/ensure.h"
+#include "roles/host/address.h"
 #include "roles/names.h"
 #include "roles/role.h"
 
@@ -123,7 +124,7 @@ std::string KeyServerListenDropIn(const std::string& addr) {
 }
 
 Result<BoxKeyPair> EnsureKeyServer(RoleEnv& env, const std::string& addr) {
-  if (addr.empty() || addr.find_first_not_of("0123456789.") != std::string::npos) {
+  if (!host::ParseIpv4(addr)) {
     return Fail(
         ErrorKind::kInvalidInput,
         "the key server needs this VM's IPv4 address on the service network, got '" + addr + "'");
