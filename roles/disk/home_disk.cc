@@ -206,6 +206,45 @@ Result<std::pair<std::string, std::string>> ChooseByFacts(const HomeDiskInputs& 
                           fmt::join(refused, "; "), inputs.label));
 }
 
+// Which of the blank disks holds the homes: the one OpenNebula's disk list names, or without
+// the list the only one (several are refused).
+Status ChooseBlank(const HomeDiskInputs& inputs, const std::vector<std::string>& blank,
+                   HomeDiskDecision& decision) {
+  decision.source = HomeSource::kFormatBlank;
+  decision.device = blank.front();
+  decision.fs_type = "ext4";
+  if (inputs.facts) {
+    auto chosen = ChooseByFacts(inputs, blank);
+    if (!chosen) return Fail(chosen.error());
+    decision.device = chosen->first;
+    decision.why = chosen->first +
+                   " is blank (no signature, no partition table, zeros at both ends, not "
+                   "mounted, not held) and OpenNebula says it is the " +
+                   chosen->second;
+    for (auto& f : decision.findings) {
+      auto it = inputs.facts->find(f.device);
+      f.content +=
+          "; OpenNebula: " +
+          (it == inputs.facts->end() ? std::string("not in its disk list") : it->second.Describe());
+    }
+    return Ok();
+  }
+  if (blank.size() > 1) {
+    // Without OpenNebula's word, a name says nothing of which disk is the datablock meant for
+    // the homes: the first by name may be a volatile scratch disk.
+    return Fail(ErrorKind::kUnsafe,
+                fmt::format("{} blank disks ({}) and no disk list from OpenNebula (OneGate "
+                            "unreachable, or no TOKEN=YES): refusing to guess which one holds "
+                            "the homes. Nothing was written. Reconfigure once OneGate answers, "
+                            "or attach only the disk for the homes",
+                            blank.size(), fmt::join(blank, ", ")));
+  }
+  decision.why = blank.front() +
+                 " is blank (no signature, no partition table, zeros at both "
+                 "ends, not mounted, not held)";
+  return Ok();
+}
+
 }  // namespace
 
 Result<HomeDiskDecision> DecideHomeDisk(const HomeDiskInputs& inputs, BlockDevices& devices,
@@ -313,34 +352,7 @@ Result<HomeDiskDecision> DecideHomeDisk(const HomeDiskInputs& inputs, BlockDevic
                    "deleted with the VM";
     return decision;
   }
-  decision.source = HomeSource::kFormatBlank;
-  decision.device = blank.front();
-  decision.fs_type = "ext4";
-  if (inputs.facts) {
-    auto chosen = ChooseByFacts(inputs, blank);
-    if (!chosen) return Fail(chosen.error());
-    decision.device = chosen->first;
-    decision.why = chosen->first +
-                   " is blank (no signature, no partition table, zeros at both ends, not "
-                   "mounted, not held) and OpenNebula says it is the " +
-                   chosen->second;
-    for (auto& f : decision.findings) {
-      auto it = inputs.facts->find(f.device);
-      f.content +=
-          "; OpenNebula: " +
-          (it == inputs.facts->end() ? std::string("not in its disk list") : it->second.Describe());
-    }
-    return decision;
-  }
-  decision.why = blank.front() +
-                 " is blank (no signature, no partition table, zeros at both "
-                 "ends, not mounted, not held)";
-  if (blank.size() > 1) {
-    decision.why += fmt::format(
-        "; {} blank disks ({}): the first by name is chosen, the others "
-        "are left untouched",
-        blank.size(), fmt::join(blank, ", "));
-  }
+  if (auto s = ChooseBlank(inputs, blank, decision); !s) return Fail(s.error());
   return decision;
 }
 

@@ -476,18 +476,21 @@ TEST_F(StorageDiskTest, LabelledDiskMountedElsewhereRefused) {
   EXPECT_THAT(d.error().message, HasSubstr("already mounted on " + elsewhere));
 }
 
-TEST_F(StorageDiskTest, TwoBlankDisksDeterministicChoice) {
+// Without OpenNebula's disk list (this test has no OneGate), two blank disks are refused, both
+// unchanged: the first by name may be a volatile scratch disk (review M1).
+TEST_F(StorageDiskTest, TwoBlankDisksWithoutOpenNebulasListAreRefusedBothUntouched) {
   std::string a = Disk();
   std::string b = Disk();
-  std::string first = std::min(a, b);
-  std::string second = std::max(a, b);
-  std::uint64_t untouched = Checksum(second);
-  log::Capture logs;
-  ASSERT_TRUE(RunRole()) << plan_->Render();
-  EXPECT_EQ(devices_.Probe(first)->label, "ood-home");
-  EXPECT_TRUE(devices_.Probe(second)->blank());
-  EXPECT_EQ(Checksum(second), untouched);
-  EXPECT_TRUE(logs.Contains("the first by name is chosen"));
+  std::uint64_t sum_a = Checksum(a);
+  std::uint64_t sum_b = Checksum(b);
+  auto s = RunRole();
+  ASSERT_FALSE(s);
+  EXPECT_EQ(s.error().kind, ErrorKind::kUnsafe);
+  EXPECT_THAT(s.error().message, HasSubstr("2 blank disks"));
+  EXPECT_THAT(s.error().message, HasSubstr("refusing to guess"));
+  EXPECT_TRUE(devices_.Probe(a)->blank());
+  EXPECT_EQ(Checksum(a), sum_a);
+  EXPECT_EQ(Checksum(b), sum_b);
 }
 
 TEST_F(StorageDiskTest, DataDiskNextToBlankOneRefusedBothUntouched) {

@@ -400,14 +400,16 @@ TEST_F(StorageTest, BlankAndDataDiskRefused) {
   ExpectRefusedUntouched("/dev/vdb: ext4 label=data");
 }
 
-TEST_F(StorageTest, SeveralBlankDisksFirstByNameLogged) {
-  disks_.Blank("/dev/vdd");
+// Review finding M1: without OpenNebula's disk list (OneGate down at the first boot, or no
+// TOKEN), several blank disks are refused: the first by name may be a volatile scratch disk.
+TEST_F(StorageTest, SeveralBlankDisksWithoutOpenNebulasListAreRefused) {
   disks_.Blank("/dev/vdc");
-  log::Capture logs;
-  MustConfigure();
-  EXPECT_EQ(disks_.writes, std::vector<std::string>{"/dev/vdc"});
-  EXPECT_TRUE(logs.Contains("2 blank disks (/dev/vdc, /dev/vdd): the first by name is chosen"));
-  EXPECT_TRUE(disks_.probes["/dev/vdd"].blank());
+  disks_.Blank("/dev/vdb");
+  ExpectRefusedUntouched(
+      "2 blank disks (/dev/vdb, /dev/vdc) and no disk list from OpenNebula (OneGate "
+      "unreachable, or no TOKEN=YES): refusing to guess which one holds the homes");
+  EXPECT_TRUE(disks_.probes["/dev/vdb"].blank());
+  EXPECT_TRUE(disks_.probes["/dev/vdc"].blank());
 }
 
 // ---- the choice among blank disks from OpenNebula's disk list (OneGate TEMPLATE.DISK) -----
