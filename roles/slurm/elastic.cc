@@ -61,7 +61,54 @@ int BootFailures(const Limits& limits, const Snapshot& s, int& failures, bool& s
   return booting;
 }
 
+// The nodes the pending jobs need that more nodes of this kind would give them; their ids in
+// `waiting`; a job too large reported in `out`, one that idle nodes could not serve logged.
+int Demand(const Limits& limits, const Snapshot& s, std::vector<std::string>& waiting,
+           std::vector<Action>& out) {
+  int demand = 0;
+  std::vector<std::string> unservable;
+  const int registered = static_cast<int>(std::count_if(
+      s.workers.begin(), s.workers.end(), [](const Worker& w) { return !w.node.empty(); }));
+  for (const auto& job : s.pending) {
+    if (!MoreNodesWouldHelp(job.reason)) {
+      // Slurm 22.05 says PartitionConfig when a job asks for more nodes than the partition
+      // has (dynamic nodes do not exist before they register); with no more nodes than that,
+      // the job asks something of each node that no worker has: more of them would not help.
+      if (!job.reason.starts_with("PartitionConfig") || job.nodes <= registered) continue;
+    }
+    if (job.nodes > limits.max_nodes) {
+      Action a = Make(Action::Kind::kJobTooLarge,
+                      fmt::format("job {} asks for {} nodes; the service has at most {} "
+                                  "(max_vms): it can never run here",
+                                  job.id, job.nodes, limits.max_nodes));
+      a.job = job.id;
+      out.push_back(std::move(a));
+      continue;
+    }
+    auto ready = s.ready_seconds.find(job.id);
+    if (job.reason.starts_with("Resources") && ready != s.ready_seconds.end() &&
+        ready->second >= limits.unservable_seconds) {
+      unservable.push_back(job.id);
+      continue;
+    }
+    demand += job.nodes;
+    waiting.push_back(job.id);
+  }
+  if (!unservable.empty()) {
+    out.push_back(Make(Action::Kind::kWait,
+                       fmt::format("job(s) {} pend for Resources although enough idle nodes have "
+                                   "stood ready for them for {} s or more: they ask something "
+                                   "no new node of this kind has, and are not counted",
+                                   fmt::join(unservable, ","), limits.unservable_seconds)));
+  }
+  return demand;
+}
+
 }  // namespace
+
+int UsableIdleNodes(const Snapshot& s) {
+  return static_cast<int>(std::count_if(s.workers.begin(), s.workers.end(), IsUsableIdle));
+}
 
 const char* ActionVerb(Action::Kind kind) {
   switch (kind) {
@@ -127,30 +174,9 @@ std::vector<Action> Decide(const Limits& limits, const Snapshot& s) {
   }
 
   // ---- 2. grow
-  int demand = 0;
   std::vector<std::string> waiting;
-  const int registered = static_cast<int>(std::count_if(
-      s.workers.begin(), s.workers.end(), [](const Worker& w) { return !w.node.empty(); }));
-  for (const auto& job : s.pending) {
-    if (!MoreNodesWouldHelp(job.reason)) {
-      // Slurm 22.05 says PartitionConfig when a job asks for more nodes than the partition
-      // has (dynamic nodes do not exist before they register); with no more nodes than that,
-      // the job asks something of each node that no worker has: more of them would not help.
-      if (!job.reason.starts_with("PartitionConfig") || job.nodes <= registered) continue;
-    }
-    if (job.nodes > limits.max_nodes) {
-      Action a = Make(Action::Kind::kJobTooLarge,
-                      fmt::format("job {} asks for {} nodes; the service has at most {} "
-                                  "(max_vms): it can never run here",
-                                  job.id, job.nodes, limits.max_nodes));
-      a.job = job.id;
-      out.push_back(std::move(a));
-      continue;
-    }
-    demand += job.nodes;
-    waiting.push_back(job.id);
-  }
-  int idle = static_cast<int>(std::count_if(s.workers.begin(), s.workers.end(), IsUsableIdle));
+  const int demand = Demand(limits, s, waiting, out);
+  const int idle = UsableIdleNodes(s);
   int to_come = std::max(0, s.cardinality - total - s.leaving_vms);  // OneFlow still creates these
   int shortfall = demand - idle - booting - to_come;
   // Below the minimum (an unhealthy node replaced, a failed boot terminated): grow back to it.

@@ -22,7 +22,11 @@
 //     what the idle nodes, the booting VMs and our own idle-drained nodes (resumed first) do
 //     not cover is asked of OneFlow, at most `max_step` nodes a cycle and never beyond
 //     `max_nodes`. A job that asks for more than `max_nodes` could never run: it is reported,
-//     not counted. When the service is not RUNNING (SCALING, COOLDOWN) the cycle waits.
+//     not counted. When the service is not RUNNING (SCALING, COOLDOWN) the cycle waits. A job
+//     that pends for Resources while enough usable idle nodes have stood ready for it for
+//     `unservable_seconds` asks something no new node of this kind has (memory, a feature, a
+//     GPU): it is no longer counted, so it neither grows the role nor keeps it from shrinking.
+//     A job array counts each pending task (squeue -r).
 //  3. Shrink, never while jobs wait for nodes: a node idle for `idle_seconds` is drained with
 //     the reason kElasticIdleReason, the longest idle first, never below `min_nodes`; a node
 //     so drained that is idle (no job got onto it between the drain and now) is terminated,
@@ -34,6 +38,7 @@
 #define ONEHPC_ROLES_SLURM_ELASTIC_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -55,6 +60,9 @@ struct Limits {
   int64_t boot_seconds = 900;
   int boot_failure_limit = 3;
   int64_t reregister_seconds = 3600;  ///< a node that left Slurm (a reboot) may take this long
+  /// A job that pends for Resources while enough usable idle nodes have stood ready for it
+  /// this long asks something no new node of this kind has: it is no longer counted.
+  int64_t unservable_seconds = 600;
 };
 
 /// A job of `squeue -t PENDING` (id, reason, nodes).
@@ -86,6 +94,9 @@ struct Snapshot {
   int consecutive_boot_failures = 0;
   std::vector<Worker> workers;
   std::vector<PendingJob> pending;
+  /// Job id -> seconds that enough usable idle nodes have stood ready for it (the cycle keeps
+  /// the time); a job absent has not had them.
+  std::map<std::string, int64_t> ready_seconds;
 };
 
 struct Action {
@@ -111,6 +122,9 @@ const char* ActionVerb(Action::Kind kind);
 
 /// True for a pending reason that more nodes would cure.
 bool MoreNodesWouldHelp(const std::string& pending_reason);
+
+/// Registered nodes that could take a job now: IDLE, not drained, responding, no job.
+int UsableIdleNodes(const Snapshot& snapshot);
 
 /// The actions of one cycle, in the order they are to be carried out.
 std::vector<Action> Decide(const Limits& limits, const Snapshot& snapshot);

@@ -151,6 +151,11 @@ Result<ElasticState> LoadElasticState(Files& files, const std::string& path) {
       if (v.is_string()) state.told_jobs.insert(v.get<std::string>());
     }
   }
+  if (auto it = j.find("ready_since"); it != j.end() && it->is_object()) {
+    for (const auto& [job, when] : it->items()) {
+      if (when.is_number_integer()) state.ready_since[job] = when.get<long long>();
+    }
+  }
   return state;
 }
 
@@ -164,7 +169,8 @@ Status SaveElasticState(Files& files, const std::string& path, const ElasticStat
                       {"registered_vms", state.registered_vms},
                       {"running_since", by_vm(state.running_since)},
                       {"last_registered", by_vm(state.last_registered)},
-                      {"told_jobs", state.told_jobs}};
+                      {"told_jobs", state.told_jobs},
+                      {"ready_since", state.ready_since}};
   std::string text = j.dump(2) + "\n";
   auto same = files.ReadIfExists(path);
   if (same && *same && **same == text) return Ok();
@@ -172,6 +178,26 @@ Status SaveElasticState(Files& files, const std::string& path, const ElasticStat
 }
 
 namespace {
+
+// The snapshot with how long enough usable idle nodes have stood ready for each pending job
+// (state.ready_since keeps when that began, for the pending jobs only).
+elastic::Snapshot WithReadyJobs(elastic::Snapshot s, long long now, ElasticState& state) {
+  const int idle = elastic::UsableIdleNodes(s);
+  std::map<std::string, long long> ready;
+  for (const auto& job : s.pending) {
+    if (job.nodes > idle) continue;
+    auto it = state.ready_since.find(job.id);
+    ready[job.id] = it == state.ready_since.end() ? now : it->second;
+    s.ready_seconds[job.id] = std::max(0LL, now - ready[job.id]);
+  }
+  state.ready_since = std::move(ready);
+  return s;
+}
+
+// The job id of a job array's task (`123_4` -> `123`); any other id as it is. A job array's
+// tasks are told (AdminComment) once, through the array: jobid=<array id> updates every task,
+// and one task's id would split it off the array.
+std::string ArrayJobId(const std::string& id) { return id.substr(0, id.find('_')); }
 
 // The Slurm node whose NodeAddr is one of the VM's NIC addresses, if any.
 const slurm::SlurmNode* NodeAtAnAddressOf(const VmInfo& vm,
@@ -334,8 +360,8 @@ Result<ElasticReport> RunElastic(const ElasticOptions& options, OneGateClient& o
     finish();
     return skip(snapshot.error().message);
   }
-  report.snapshot = *snapshot;
-  const std::vector<Action> actions = elastic::Decide(options.limits, *snapshot);
+  report.snapshot = WithReadyJobs(*snapshot, now, *state);
+  const std::vector<Action> actions = elastic::Decide(options.limits, report.snapshot);
 
   // The ERROR of this VM, as the service document shows it (no extra request).
   std::optional<std::string> own_error;
@@ -352,7 +378,7 @@ Result<ElasticReport> RunElastic(const ElasticOptions& options, OneGateClient& o
   bool stop_replacing = false;
   bool node_changes = false;
   std::set<std::string> pending_ids;
-  for (const auto& j : *pending) pending_ids.insert(j.id);
+  for (const auto& j : *pending) pending_ids.insert(ArrayJobId(j.id));
   for (const Action& a : actions) {
     ElasticOutcome o;
     o.action = a;
@@ -364,7 +390,7 @@ Result<ElasticReport> RunElastic(const ElasticOptions& options, OneGateClient& o
       report.outcomes.push_back(std::move(o));
       continue;
     }
-    if (a.kind == Kind::kJobTooLarge && state->told_jobs.count(a.job)) {
+    if (a.kind == Kind::kJobTooLarge && state->told_jobs.count(ArrayJobId(a.job))) {
       o.note = "its AdminComment already says so";
       log::Info("{}{} ({})", pfx, what, o.note);
       report.outcomes.push_back(std::move(o));
@@ -433,8 +459,8 @@ Result<ElasticReport> RunElastic(const ElasticOptions& options, OneGateClient& o
         break;
       }
       case Kind::kJobTooLarge: {
-        result = client.SetJobAdminComment(a.job, "one-hpc elastic: " + a.reason);
-        if (result) state->told_jobs.insert(a.job);
+        result = client.SetJobAdminComment(ArrayJobId(a.job), "one-hpc elastic: " + a.reason);
+        if (result) state->told_jobs.insert(ArrayJobId(a.job));
         break;
       }
       case Kind::kStopReplacing: {

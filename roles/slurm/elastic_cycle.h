@@ -64,6 +64,8 @@ struct ElasticState {
   /// VM id -> when a cycle last saw its node registered (a node that left is no failed boot).
   std::map<int, long long> last_registered;
   std::set<std::string> told_jobs;  ///< jobs too large whose AdminComment says so
+  /// Pending job id -> since when enough usable idle nodes have stood ready for it.
+  std::map<std::string, long long> ready_since;
 };
 Result<ElasticState> LoadElasticState(Files& files, const std::string& path);
 Status SaveElasticState(Files& files, const std::string& path, const ElasticState& state);

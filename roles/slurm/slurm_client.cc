@@ -88,7 +88,9 @@ Result<std::map<std::string, std::vector<std::string>>> SlurmClient::ActiveJobsB
 }
 
 Result<std::vector<PendingJob>> SlurmClient::PendingJobs() {
-  auto r = Run({options_.squeue, "-h", "-a", "-t", "PENDING", "-o", "%i|%r|%D"});
+  // -r: a job array's pending tasks one per line (`123_4`), each asking for its nodes; without
+  // it squeue prints the array as one job (`123_[1-10]`).
+  auto r = Run({options_.squeue, "-h", "-a", "-t", "PENDING", "-o", "%i|%r|%D", "-r"});
   if (!r) return Fail(r.error());
   if (r->exit_code != 0) {
     return Fail(ErrorKind::kProcess,

@@ -144,8 +144,11 @@ class FakeSlurm {
   struct Pending {
     std::string id;
     std::string reason = "Resources";
-    int nodes = 1;
+    int nodes = 1;  ///< per task for an array
     std::string admin_comment;
+    /// A job array of this many pending tasks (0: not an array): squeue prints one line
+    /// `<id>_[1-N]` for it, or one line per task `<id>_<i>` with -r, as Slurm does.
+    int array_tasks = 0;
   };
   std::map<std::string, Node> nodes;
   std::vector<Pending> pending;
@@ -242,8 +245,16 @@ class FakeSlurm {
       if (down) return Exit(1, "", "squeue: error: Unable to contact slurm controller\n");
       std::string out;
       if (std::find(c.argv.begin(), c.argv.end(), "PENDING") != c.argv.end()) {
+        const bool tasks = std::find(c.argv.begin(), c.argv.end(), "-r") != c.argv.end();
         for (const auto& p : pending) {
-          out += p.id + "|" + p.reason + "|" + std::to_string(p.nodes) + "\n";
+          const std::string tail = "|" + p.reason + "|" + std::to_string(p.nodes) + "\n";
+          if (p.array_tasks == 0) {
+            out += p.id + tail;
+          } else if (!tasks) {
+            out += p.id + "_[1-" + std::to_string(p.array_tasks) + "]" + tail;
+          } else {
+            for (int i = 1; i <= p.array_tasks; ++i) out += p.id + "_" + std::to_string(i) + tail;
+          }
         }
         return Exit(0, out);
       }

@@ -300,6 +300,48 @@ TEST_F(ElasticCycleTest, AMalformedDuplicateOrUnmatchedPublicationSkipsTheCycle)
   EXPECT_TRUE(sim_.Terminations().empty());
 }
 
+// Review finding N13: a job array counts each pending task (squeue -r), and a too large one is
+// told once, through the array's id; a job the idle nodes cannot serve stops counting after
+// unservable_seconds of them standing ready, the time kept across cycles.
+TEST_F(ElasticCycleTest, AJobArrayCountsItsTasksAndIsToldOnce) {
+  AddWorker("w1");
+  slurm_.nodes["w1"].base = "ALLOCATED";
+  slurm_.nodes["w1"].jobs = {"1"};
+  slurm_.pending = {{"77", "Resources", 1, "", 3}, {"88", "Resources", 9, "", 2}};
+  auto r = Run();
+  ASSERT_TRUE(r) << r.error().message;
+  ASSERT_FALSE(r->outcomes.empty());
+  EXPECT_EQ(r->outcomes.back().action.kind, Kind::kGrow);
+  EXPECT_THAT(r->outcomes.back().action.reason, HasSubstr("(77_1,77_2,77_3) wait for 3 node(s)"));
+  EXPECT_EQ(r->outcomes.back().action.target, 4);
+  // The array too large for the role: one AdminComment, on the array.
+  std::vector<std::string> told;
+  for (const auto& line : slurm_.log) {
+    if (line.rfind("update job ", 0) == 0) told.push_back(line.substr(0, line.find(' ', 11)));
+  }
+  EXPECT_EQ(told, std::vector<std::string>{"update job 88"});
+  EXPECT_THAT(slurm_.pending[1].admin_comment, HasSubstr("asks for 9 nodes"));
+}
+
+TEST_F(ElasticCycleTest, AJobTheIdleNodesCannotServeStopsCountingAcrossCycles) {
+  AddWorker("w1");
+  AddWorker("w2");
+  Idle("w1", 5000);
+  Idle("w2", 5000);
+  slurm_.pending = {{"7", "Resources", 2}};
+  auto first = Run();
+  ASSERT_TRUE(first) << first.error().message;
+  EXPECT_TRUE(first->outcomes.empty());
+  EXPECT_EQ(first->snapshot.ready_seconds.at("7"), 0);
+  shift_ = 600;
+  auto later = Run();
+  ASSERT_TRUE(later) << later.error().message;
+  EXPECT_EQ(later->snapshot.ready_seconds.at("7"), 600);
+  bool drained = false;
+  for (const auto& o : later->outcomes) drained = drained || o.action.kind == Kind::kDrain;
+  EXPECT_TRUE(drained);
+}
+
 TEST_F(ElasticCycleTest, APoweredOffWorkerIsTheOperatorsAndNeverAFailedBoot) {
   AddWorker("w1");
   int parked = AddWorker("w2", false);  // powered off by the operator: its node left Slurm

@@ -193,6 +193,26 @@ TEST(ElasticTest, NothingShrinksWhileJobsWaitForNodes) {
   EXPECT_EQ(Verbs(Decide(Lim(1, 8), s)), std::vector<std::string>{"grow 4"});
 }
 
+// Review finding N13: a job that pends for Resources while enough idle nodes have stood ready
+// for it asks something no new node has (more memory, a feature): once that has lasted
+// unservable_seconds it no longer counts, so the idle nodes shrink as if it were not there.
+TEST(ElasticTest, AJobThatIdleNodesCannotServeStopsCountingAndTheRoleShrinks) {
+  Snapshot s;
+  s.cardinality = 3;
+  s.workers = {Idle(1, 5000), Idle(2, 5000), Busy(3)};
+  s.pending = {{"7", "Resources", 2}};
+  s.ready_seconds = {{"7", 599}};
+  EXPECT_TRUE(Decide(Lim(1, 8), s).empty());  // not yet: nothing grows, nothing shrinks
+  s.ready_seconds = {{"7", 600}};
+  auto actions = Decide(Lim(1, 8), s);
+  EXPECT_EQ(Verbs(actions), (std::vector<std::string>{"wait", "drain w1", "drain w2"}));
+  EXPECT_THAT(actions[0].reason, HasSubstr("job(s) 7 pend for Resources although enough idle "
+                                           "nodes have stood ready for them for 600 s"));
+  // Another reason (Priority: a job ahead holds the nodes) keeps counting.
+  s.pending = {{"7", "Priority", 2}};
+  EXPECT_TRUE(Decide(Lim(1, 8), s).empty());
+}
+
 TEST(ElasticTest, ANodeThatStaysUnhealthyIsReplaced) {
   Snapshot s;
   s.cardinality = 2;
