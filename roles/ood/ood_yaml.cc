@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <regex>
 
 #include "common/log.h"
@@ -43,6 +44,11 @@ bool IsSingleLine(const std::string& text) {
   return true;
 }
 
+// The first line of every file of /etc/ood/config one-hpc writes: how a cluster file of an
+// earlier configure is known as ours.
+constexpr char kWrittenHeader[] =
+    "# Written by one-hpc; changes are overwritten at the next configure.\n";
+
 // Emits a string value, always double-quoted (so "yes", "1", "~" or "a: b" stay strings).
 void Str(YAML::Emitter& out, const std::string& key, const std::string& value) {
   out << YAML::Key << key << YAML::Value << YAML::DoubleQuoted << value;
@@ -52,8 +58,7 @@ Result<std::string> Finish(const YAML::Emitter& out) {
   if (!out.good()) {
     return Fail(ErrorKind::kInternal, "YAML emitter error: " + out.GetLastError());
   }
-  return std::string("# Written by one-hpc; changes are overwritten at the next configure.\n") +
-         out.c_str() + "\n";
+  return std::string(kWrittenHeader) + out.c_str() + "\n";
 }
 
 }  // namespace
@@ -206,6 +211,40 @@ Result<std::vector<ClusterYamlInput>> ClustersFromSettings(const Settings& setti
   return clusters;
 }
 
+namespace {
+
+// A cluster no longer configured (the site cluster switched off or renamed): its file goes
+// when it is ours, that is when it begins with our header, or when it is the site cluster's
+// file as the setting names it (an earlier one-hpc wrote no header). Any other file stays.
+Status RemoveStaleClusters(RoleEnv& env, const std::string& dir,
+                           const std::vector<ClusterYamlInput>& clusters) {
+  auto names = env.files.List(dir);
+  if (!names) return names.error().kind == ErrorKind::kNotFound ? Ok() : Fail(names.error());
+  const std::string site = env.settings.GetString(kSiteSlurmCluster) + ".yml";
+  for (const auto& name : *names) {
+    if (name.size() < 5 || name.compare(name.size() - 4, 4, ".yml") != 0) continue;
+    if (std::any_of(clusters.begin(), clusters.end(),
+                    [&](const auto& c) { return c.id + ".yml" == name; })) {
+      continue;
+    }
+    const std::string path = dir + "/" + name;
+    auto text = env.files.ReadIfExists(path);
+    if (!text) return Fail(text.error());
+    const bool ours = *text && (*text)->rfind(kWrittenHeader, 0) == 0;
+    if (!ours && name != site) continue;
+    if (auto s = env.plan.Do("remove " + path,
+                             "one-hpc wrote it for a cluster no longer configured (" +
+                                 std::string(kSiteSlurmEnabled) + ", " + kSiteSlurmCluster + ")",
+                             [&] { return env.files.Remove(path); });
+        !s) {
+      return s;
+    }
+  }
+  return Ok();
+}
+
+}  // namespace
+
 Status WriteOodConfig(RoleEnv& env, const std::string& servername, const PortalLogin& login,
                       const std::vector<ClusterYamlInput>& clusters) {
   PortalYamlInput portal;
@@ -253,15 +292,7 @@ Status WriteOodConfig(RoleEnv& env, const std::string& servername, const PortalL
       return Fail(s.error());
     }
   }
-  // A site cluster switched off: its file goes (it is ours: one-hpc names it).
-  std::string site = dir + "/" + env.settings.GetString(kSiteSlurmCluster) + ".yml";
-  bool listed = std::any_of(clusters.begin(), clusters.end(),
-                            [&](const auto& c) { return dir + "/" + c.id + ".yml" == site; });
-  if (!listed && env.files.Exists(site)) {
-    return env.plan.Do("remove " + site, std::string(kSiteSlurmEnabled) + " is NO",
-                       [&] { return env.files.Remove(site); });
-  }
-  return Ok();
+  return RemoveStaleClusters(env, dir, clusters);
 }
 
 }  // namespace onehpc::ood

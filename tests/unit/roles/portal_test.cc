@@ -70,6 +70,21 @@ TEST_F(PortalPlanTest, HomesStateAndSoftwareFromTheStorageVm) {
   EXPECT_FALSE(m_.Exists("/etc/slurm/slurm.conf"));
 }
 
+// Review finding L3: a cluster file one-hpc wrote for a cluster no longer configured (the site
+// cluster renamed or switched off) goes; a file of the site's own stays.
+TEST_F(PortalPlanTest, ClusterFilesNoLongerConfiguredAreRemovedOnlyWhenOurs) {
+  m_.Write("/etc/ood/config/clusters.d/oldsite.yml",
+           "# Written by one-hpc; changes are overwritten at the next configure.\nv2: {}\n");
+  m_.Write("/etc/ood/config/clusters.d/admins.yml", "v2: {}\n");
+  auto role = MakePortalRole();
+  auto run = Plan(role);
+  ASSERT_TRUE(status_) << status_.error().message << "\n" << run->plan.Render();
+  std::string plan = run->plan.Render();
+  EXPECT_THAT(plan, HasSubstr("remove /etc/ood/config/clusters.d/oldsite.yml"));
+  EXPECT_THAT(plan, Not(HasSubstr("clusters.d/admins.yml")));
+  EXPECT_TRUE(m_.Exists("/etc/ood/config/clusters.d/oldsite.yml"));  // a plan changes nothing
+}
+
 TEST_F(PortalPlanTest, SiteNfsServerForTheHomesStorageForTheState) {
   vars_[ood::kHomeNfsEnabled] = "YES";
   vars_[ood::kHomeNfsServer] = "nfs.site.example";
