@@ -10,8 +10,11 @@
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <memory>
+#include <optional>
 
 #include "common/log.h"
 #include "roles/ensure.h"
@@ -228,11 +231,55 @@ bool StillServes(const CertificatePair& pair, const std::string& server_name, in
   return ok;
 }
 
+namespace {
+
+// The operator's pair placed on the state export (ssl/site.crt and ssl/site.key, the key root's
+// and 0600): a certificate key that never travels through the CONTEXT, which every VM of the
+// service can read. nullopt when neither file is there.
+Result<std::optional<CertificatePair>> SitePairOnTheState(RoleEnv& env, const std::string& dir,
+                                                          const std::string& server_name) {
+  const std::string crt = dir + "/" + kSiteCertFile;
+  const std::string key = dir + "/" + kSiteKeyFile;
+  auto chain = env.files.ReadIfExists(crt);
+  if (!chain) return Fail(chain.error());
+  auto key_pem = env.files.ReadIfExists(key);
+  if (!key_pem) return Fail(key_pem.error());
+  if (!*chain && !*key_pem) return std::optional<CertificatePair>();
+  if (!*chain || !*key_pem) {
+    return Invalid(fmt::format("{} and {} go together: put both there, or neither", crt, key));
+  }
+  if (env.settings.IsSet(kPortalCertChain) || env.settings.IsSet(kPortalCertKey)) {
+    return Invalid(
+        fmt::format("the portal's certificate is given twice, in {} and in {}: "
+                    "remove one (the files keep the key off the CONTEXT)",
+                    kPortalCertChain, crt));
+  }
+  struct stat st {};
+  const std::string host_key = env.files.HostPath(key);
+  if (::lstat(host_key.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid() ||
+      (st.st_mode & 077) != 0) {
+    return Fail(ErrorKind::kUnsafe,
+                key + " must be a file of root's that nobody else can read (chmod 0600)");
+  }
+  auto checked = CheckCertificate(**chain, **key_pem, server_name, crt, key);
+  if (!checked) return Fail(checked.error());
+  return std::optional<CertificatePair>(std::move(*checked));
+}
+
+}  // namespace
+
 Status EnsurePortalCertificate(RoleEnv& env, const std::string& server_name,
                                const std::string& address, const std::string& state_dir) {
   const FileOwner root{"root", "root"};
   CertificatePair pair;
-  if (env.settings.IsSet(kPortalCertChain) || env.settings.IsSet(kPortalCertKey)) {
+  auto site = SitePairOnTheState(env, state_dir + "/ssl", server_name);
+  if (!site) return Fail(site.error());
+  if (site->has_value()) {
+    pair = std::move(**site);
+    log::AddSecret(pair.key_pem);
+    log::Info("portal: the certificate from {}/ssl/{} covers '{}'", state_dir, kSiteCertFile,
+              server_name);
+  } else if (env.settings.IsSet(kPortalCertChain) || env.settings.IsSet(kPortalCertKey)) {
     if (!env.settings.IsSet(kPortalCertChain) || !env.settings.IsSet(kPortalCertKey)) {
       return Invalid(
           fmt::format("{} and {} go together: give both, or neither for a "

@@ -37,10 +37,17 @@ Result<CertificatePair> MakeSelfSigned(const std::vector<std::string>& names);
 /// the leaf covers the name and stays valid for at least `min_days` more days.
 bool StillServes(const CertificatePair& pair, const std::string& server_name, int min_days);
 
+/// The operator's pair on the state export, `state_dir`/ssl/: the key stays on the portal and
+/// the storage VM, never in the CONTEXT that every VM of the service reads.
+inline constexpr char kSiteCertFile[] = "site.crt";
+inline constexpr char kSiteKeyFile[] = "site.key";
+
 /// Installs the portal's certificate as /etc/ood/ssl/<server_name>.crt (0644) and .key
-/// (0600): the operator's pair when ONEAPP_PORTAL_CERTIFICATE_CHAIN/_KEY are given, else the
-/// self-signed pair under `state_dir`/ssl (made once for the server name and `address`, made
-/// again only when it no longer covers the server name or is about to expire).
+/// (0600): the operator's pair from `state_dir`/ssl/site.crt and site.key (the key root's,
+/// 0600) when they are there, else from ONEAPP_PORTAL_CERTIFICATE_CHAIN/_KEY when given (both
+/// ways at once is an error), else the self-signed pair under `state_dir`/ssl (made once for
+/// the server name and `address`, made again only when it no longer covers the server name or
+/// is about to expire).
 Status EnsurePortalCertificate(RoleEnv& env, const std::string& server_name,
                                const std::string& address, const std::string& state_dir);
 

@@ -92,7 +92,10 @@ std::vector<SettingSpec> PortalSettings() {
   key.secret = true;
   key.description =
       "Base64 of the unencrypted PEM private key of ONEAPP_PORTAL_CERTIFICATE_CHAIN. Portal "
-      "only: the storage VM and the workers refuse to start with it in their context.";
+      "only: the storage VM and the workers refuse to start with it in their context, but they "
+      "can read the portal's context through OneGate; to keep the key off it, put the pair in "
+      "the portal's /var/lib/one-hpc/portal-state/ssl/site.crt and site.key (root, 0600) "
+      "instead.";
   key.roles = {kPortalRole};
 
   std::vector<SettingSpec> specs = {

@@ -7,6 +7,9 @@
 #include <gtest/gtest.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
+#include <sys/stat.h>
+
+#include <filesystem>
 
 #include "common/base64.h"
 #include "context/settings.h"
@@ -175,6 +178,45 @@ TEST_F(PortalCertificateTest, TheOperatorsPairIsInstalledAndNeverKeptOnTheState)
   EXPECT_EQ(m.Read("/etc/ood/ssl/ood.example.org.crt"), pair->chain_pem);
   EXPECT_EQ(m.Read("/etc/ood/ssl/ood.example.org.key"), pair->key_pem);
   EXPECT_FALSE(m.Exists(std::string(kState) + "/ssl/portal.key"));
+}
+
+// Review finding N3: the operator's pair placed on the state export (ssl/site.crt, site.key)
+// keeps the key off the CONTEXT, which every VM of the service reads through OneGate. A
+// replaced portal finds it there too. The key must be root's alone; one way at a time.
+TEST_F(PortalCertificateTest, TheOperatorsPairOnTheStateKeepsTheKeyOffTheContext) {
+  auto pair = MakeSelfSigned({"ood.example.org"});
+  ASSERT_TRUE(pair);
+  const std::string ssl = std::string(kState) + "/ssl";
+  FakeMachine m;
+  m.Write(ssl + "/site.crt", pair->chain_pem);
+  m.Write(ssl + "/site.key", pair->key_pem);
+  ::chmod((m.root + ssl + "/site.key").c_str(), 0644);
+  auto open = Run(m, "ood.example.org");
+  ASSERT_FALSE(open);
+  EXPECT_EQ(open.error().kind, ErrorKind::kUnsafe);
+  EXPECT_THAT(open.error().message, HasSubstr(ssl + "/site.key must be a file of root's"));
+  EXPECT_THAT(open.error().message, Not(HasSubstr("PRIVATE KEY")));
+  ::chmod((m.root + ssl + "/site.key").c_str(), 0600);
+  ASSERT_TRUE(Run(m, "ood.example.org"));
+  EXPECT_EQ(m.Read("/etc/ood/ssl/ood.example.org.crt"), pair->chain_pem);
+  EXPECT_EQ(m.Read("/etc/ood/ssl/ood.example.org.key"), pair->key_pem);
+  EXPECT_FALSE(m.Exists(ssl + "/portal.key"));  // no self-signed pair made
+  // A name the pair does not cover names the file; the CONTEXT's pair as well: refused.
+  auto other = Run(m, "portal.example.org");
+  ASSERT_FALSE(other);
+  EXPECT_THAT(other.error().message, HasSubstr(ssl + "/site.crt"));
+  vars_[kChain] = Base64Encode(pair->chain_pem);
+  vars_[kKey] = Base64Encode(pair->key_pem);
+  auto twice = Run(m, "ood.example.org");
+  ASSERT_FALSE(twice);
+  EXPECT_THAT(twice.error().message, HasSubstr("given twice"));
+  vars_.erase(kChain);
+  vars_.erase(kKey);
+  // Half of it: refused.
+  std::filesystem::remove(m.root + ssl + "/site.crt");
+  auto half = Run(m, "ood.example.org");
+  ASSERT_FALSE(half);
+  EXPECT_THAT(half.error().message, HasSubstr("go together"));
 }
 
 TEST_F(PortalCertificateTest, AHalfGivenOrWrongPairStopsBeforeAnyChange) {
