@@ -136,6 +136,8 @@ key_server_flood() {
         eq "$(ctl systemctl is-active one-hpc-key-server.socket)" active
     check "the key server listens on ${IP[ctl]}:6830 only" \
         eq "$(ctl systemctl show -p Listen --value one-hpc-key-server.socket)" "${IP[ctl]}:6830 (Stream)"
+    check "inside the controller, ${IP[ctl]}:6830 answers (bash's /dev/tcp connects)" \
+        ctl bash -c "exec 3<>/dev/tcp/${IP[ctl]}/6830"
     check "nothing answers on 127.0.0.1:6830 inside the controller" \
         ctl bash -c '! exec 3<>/dev/tcp/127.0.0.1/6830' 2>/dev/null
 }

@@ -340,7 +340,8 @@ TEST_F(ControllerTest, RotationMakesANewKeyAndPublishesItsId) {
 
 // The key server listens on the service address alone, and `one-hpc key-serve` reads what it
 // needs of the context from a root-only file configure writes (no disk probe, no CD mount per
-// connection): review finding N1. A changed address restarts the socket; the same one does not.
+// connection): review finding N1. A changed address restarts the socket (the same one changes
+// nothing: RerunKeepsEverything).
 TEST_F(ControllerTest, TheKeyServerListensOnTheServiceAddressAndReadsItsContextFromRun) {
   auto first = Configure();
   EXPECT_EQ(m_.Read(slurm::kKeyServerListenDropIn),
