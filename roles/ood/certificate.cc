@@ -276,7 +276,6 @@ Status EnsurePortalCertificate(RoleEnv& env, const std::string& server_name,
   if (!site) return Fail(site.error());
   if (site->has_value()) {
     pair = std::move(**site);
-    log::AddSecret(pair.key_pem);
     log::Info("portal: the certificate from {}/ssl/{} covers '{}'", state_dir, kSiteCertFile,
               server_name);
   } else if (env.settings.IsSet(kPortalCertChain) || env.settings.IsSet(kPortalCertKey)) {

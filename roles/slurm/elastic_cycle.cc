@@ -21,9 +21,8 @@ using Kind = elastic::Action::Kind;
 // run: on its way out of the role (DONE, shutting down), or parked by the operator (POWEROFF,
 // STOPPED, SUSPENDED, UNDEPLOYED). Such a VM is neither a worker nor a failed boot: the cycle
 // never terminates it (an operator's powered-off worker is the operator's).
-constexpr int kVmActive = kVmStateActive;
 constexpr int kLcmRunning = 3;
-bool Running(const VmInfo& vm) { return vm.state == kVmActive && vm.lcm_state == kLcmRunning; }
+bool Running(const VmInfo& vm) { return vm.state == kVmStateActive && vm.lcm_state == kLcmRunning; }
 bool Leaving(const VmInfo& vm) {
   switch (vm.state) {
     case 4:  // STOPPED
@@ -35,7 +34,7 @@ bool Leaving(const VmInfo& vm) {
     default:
       break;
   }
-  if (vm.state != kVmActive) return false;
+  if (vm.state != kVmStateActive) return false;
   switch (vm.lcm_state) {
     case 11:  // EPILOG
     case 12:  // SHUTDOWN

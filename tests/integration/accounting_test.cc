@@ -13,8 +13,9 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <thread>
+
+#include "tests/integration/helpers.h"
 
 namespace onehpc::slurm {
 namespace {
@@ -131,13 +132,7 @@ TEST_F(MariaDbTest, DumpAndRestoreSkipATruncatedNewestDump) {
   ASSERT_TRUE(Sql("INSERT INTO slurm_acct_db.job_table VALUES (4, 'four')"));
 
   // The newest dump was cut short (the portal died mid-dump, the export filled up).
-  std::string full;
-  {
-    std::ifstream in(*second);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    full = ss.str();
-  }
+  const std::string full = testing::ReadAll(*second);
   const std::string truncated_path =
       options_.backup_dir + "/" + DumpFileName("slurm_acct_db", t0 + std::chrono::minutes(60));
   std::ofstream(truncated_path) << full.substr(0, full.size() / 2);
@@ -182,10 +177,7 @@ TEST_F(MariaDbTest, AnInterruptedRestoreIsRedoneFromTheSameDump) {
   EXPECT_EQ(refused.error().kind, ErrorKind::kUnsafe);
   // A newer complete dump of something else must not be the one restored.
   {
-    std::ifstream in(*dump);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    std::string other = ss.str();
+    std::string other = testing::ReadAll(*dump);
     auto pos = other.find("(3,'three')");
     ASSERT_NE(pos, std::string::npos);
     other.replace(pos, 11, "(3,'newer')");
@@ -216,10 +208,7 @@ TEST_F(MariaDbTest, ARestoreNeverRunsTheClientCommandsOfADump) {
   ASSERT_TRUE(dump) << dump.error().message;
   const std::string planted = dir_ + "/planted-by-the-dump";
   {
-    std::ifstream in(*dump);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    std::string text = ss.str();
+    std::string text = testing::ReadAll(*dump);
     auto pos = text.find("CREATE TABLE");
     ASSERT_NE(pos, std::string::npos);
     text.insert(pos, "\\! touch " + planted + "\n");
