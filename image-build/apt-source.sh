@@ -85,10 +85,11 @@ fi
 if [ "$found" != "$fingerprint" ]; then
     die "the key at $key_url has the fingerprint $found, not the pinned $fingerprint: not trusted"
 fi
-gpg --import "$work/key" 2>"$work/gpg.log" ||
-    die "gpg cannot import $key_url: $(head -n 3 "$work/gpg.log" | tr '\n' ' ')"
-gpg --export "$fingerprint" >"$work/keyring"
-[ -s "$work/keyring" ] || die "gpg exported nothing for $fingerprint"
+# The key rewritten in OpenPGP's binary form without a keyring (import-export): no gpg-agent is
+# needed (the image has gpg alone, and a plain --import starts the agent).
+gpg --import-options import-export --output "$work/keyring" --import "$work/key" 2>"$work/gpg.log" ||
+    die "gpg cannot read $key_url: $(head -n 3 "$work/gpg.log" | tr '\n' ' ')"
+[ -s "$work/keyring" ] || die "gpg wrote nothing for $fingerprint"
 
 # ---- the keyring and the source, written only when they change ----------------------------
 keyring=/usr/share/keyrings/one-hpc-$name.gpg

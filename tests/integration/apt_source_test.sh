@@ -5,7 +5,8 @@
 # serves a stand-in `ondemand` package (an empty package of that name made here: OSC's
 # repository cannot be reached from this machine).
 #   - a key with the pinned fingerprint: the keyring (that key alone) and the deb822 source are
-#     written; a second run changes nothing;
+#     written, without a gpg-agent (gpg cannot start one here, as in the image); a second run
+#     changes nothing;
 #   - a key with another fingerprint, two keys in one file, a file that is no key, an address
 #     that does not answer: refused with the reason, nothing written; malformed arguments:
 #     usage errors naming the argument;
@@ -42,34 +43,21 @@ echo "not a key" > "$work/garbage.asc"
 if [ ${#good} -ne 40 ] || [ ${#other} -ne 40 ]; then echo "FAIL test keys: '$good' '$other'"; exit 1; fi
 
 # ---- a local repository serving a stand-in ondemand package --------------------------------
-make_repo() {  # make_repo DIR SIGNING-FINGERPRINT
-    local dir=$1 pkg sha size
-    mkdir -p "$dir/pool" "$dir/dists/bookworm/main/binary-amd64" "$work/pkg/DEBIAN"
-    printf '%s\n' 'Package: ondemand' 'Version: 4.0.0~standin' 'Architecture: all' \
-        'Maintainer: one-hpc tests <tests@example.org>' \
-        "Description: stand-in for OSC's ondemand (tests/integration/apt_source_test.sh)" \
-        > "$work/pkg/DEBIAN/control"
-    pkg=$dir/pool/ondemand_4.0.0~standin_all.deb
-    dpkg-deb --root-owner-group -Zgzip --build "$work/pkg" "$pkg" >/dev/null
-    sha=$(sha256sum "$pkg" | cut -d' ' -f1) size=$(stat -c %s "$pkg")
-    { dpkg-deb -f "$pkg"; echo "Filename: pool/${pkg##*/}"; echo "Size: $size"; echo "SHA256: $sha"; echo; } \
-        > "$dir/dists/bookworm/main/binary-amd64/Packages"
-    sha=$(sha256sum "$dir/dists/bookworm/main/binary-amd64/Packages" | cut -d' ' -f1)
-    size=$(stat -c %s "$dir/dists/bookworm/main/binary-amd64/Packages")
-    printf '%s\n' 'Origin: one-hpc tests' 'Suite: bookworm' 'Codename: bookworm' \
-        "Date: $(LC_ALL=C date -Ru)" 'Architectures: amd64 all' 'Components: main' 'SHA256:' \
-        " $sha $size main/binary-amd64/Packages" > "$dir/dists/bookworm/Release"
-    gpg --batch --yes --local-user "$2" --clearsign -o "$dir/dists/bookworm/InRelease" \
-        "$dir/dists/bookworm/Release"
-}
-make_repo "$work/repo" "$good"
-make_repo "$work/repo-other" "$other"
+# shellcheck source=SCRIPTDIR/../fakes/ondemand_repo.sh
+. "$SRC/tests/fakes/ondemand_repo.sh"
+ondemand_repo "$work/repo" "$good"
+ondemand_repo "$work/repo-other" "$other"
 
 # ---- apt-source.sh: accepted, and idempotent ----------------------------------------------
 R=$work/root
 keyring=$R/usr/share/keyrings/one-hpc-ondemand-web.gpg
 source=$R/etc/apt/sources.list.d/one-hpc-ondemand-web.sources
-run() { sh "$IB/apt-source.sh" "$@" 2>&1; }  # as install-appliance.sh runs it (dash)
+# As install-appliance.sh runs it (dash), and with gpg unable to start gpg-agent: the image
+# has gpg alone (its first build failed on an import that starts the agent).
+mkdir -p "$work/no-agent"
+printf '#!/bin/sh\nexec %s --agent-program /nonexistent/gpg-agent "$@"\n' "$(command -v gpg)" >"$work/no-agent/gpg"
+chmod 0755 "$work/no-agent/gpg"
+run() { PATH=$work/no-agent:$PATH sh "$IB/apt-source.sh" "$@" 2>&1; }
 # The fingerprint as a publisher prints it: groups of four, lower case.
 spaced=""
 for ((i = 0; i < 40; i += 4)); do spaced+="${good:i:4} "; done
