@@ -6,7 +6,9 @@
 // OnDemand's generator (tests/fakes/ood_portal_generator.h: ssl lines and
 // custom_vhost_directives in the <VirtualHost *:443>, auth lines in the protected <Location>),
 // starts apache2 and logs in with curl: the login form with its session (the default), and
-// HTTP Basic (the opt-in). Nothing on the host is read for writing or changed. Root only.
+// HTTP Basic (the opt-in), and OpenID Connect against a real provider (Debian's Glewlwyd, started
+// in the namespace by oidc_provider.py). Nothing on the host is read for writing or changed.
+// Root only.
 #include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -58,7 +60,10 @@ constexpr char kAlicePw[] = "Wonderland-42";
 constexpr char kBobPw[] = "Builder-4242";
 constexpr char kMalloryPw[] = "Mallory-4242";  // a local account that is not listed
 constexpr char kMarker[] = "one-hpc portal test page";
-constexpr int kProviderPort = 8443;
+constexpr int kProviderPort = 4593;
+// Passwords at the provider: the users' local ones play no part in an OIDC login.
+constexpr char kAliceIdpPw[] = "alice-at-the-provider-7";
+constexpr char kMalloryIdpPw[] = "mallory-at-the-provider-7";
 constexpr char kCaBundle[] = "/etc/ssl/certs/ca-certificates.crt";
 
 void WriteFile(const std::string& path, const std::string& text) {
@@ -119,7 +124,7 @@ class Child {
     if (auto s = RoleFiles(); !s) return Bad("the role's files: " + s.error().message), 2;
     if (auto s = BuildVirtualHost(); !s) return Bad("virtual host: " + s.error().message), 2;
     WriteFile("/var/www/ood-test/pun/sys/dashboard/index.html", std::string(kMarker) + "\n");
-    if (login_.kind == ood::LoginKind::kOidc) StandInProvider();
+    if (login_.kind == ood::LoginKind::kOidc) Provider();
 
     auto t = runner_.Run(Cmd60({"apache2ctl", "-t"}));
     Check(t && t->exit_code == 0, "apache2ctl -t accepts the configuration",
@@ -140,6 +145,9 @@ class Child {
       FormChecks();
     }
     runner_.Run(Cmd60({"apache2ctl", "stop"}));
+    if (login_.kind == ood::LoginKind::kOidc) {
+      runner_.Run(Cmd60({"python3", ProviderScript(), "stop", dir_ + "/idp"}));
+    }
     return 0;
   }
 
@@ -335,30 +343,24 @@ class Child {
     return fmt::format("HTTP {} -> '{}' in {:.2f} s", r.code, r.location, r.seconds);
   }
 
-  // A stand-in for the site's OpenID Connect provider, reduced to its discovery document (the
-  // provider itself is not run here): served over HTTPS by the same Apache on port 8443 with
-  // the portal's certificate, which the private /etc's CA bundle trusts, as a site's provider
-  // is trusted through Debian's CA bundle. Its endpoints follow OpenID Connect Discovery 1.0.
-  void StandInProvider() {
-    const std::string base = fmt::format("https://{}:{}/idp", kServer, kProviderPort);
+  // The site's OpenID Connect provider: Debian's Glewlwyd, set up by oidc_provider.py on the
+  // namespace's loopback with the portal's certificate, which the private /etc's CA bundle
+  // trusts, as a site's provider is trusted through Debian's CA bundle.
+  void Provider() {
     const std::string crt = fmt::format("{}/{}.crt", ood::kOodSslDir, kServer);
-    const std::string key = fmt::format("{}/{}.key", ood::kOodSslDir, kServer);
     std::ofstream(kCaBundle, std::ios::app) << ReadAll(crt);
-    WriteFile("/var/www/idp/idp/.well-known/openid-configuration",
-              fmt::format(R"({{"issuer": "{0}", "authorization_endpoint": "{0}/authorize",
-"token_endpoint": "{0}/token", "jwks_uri": "{0}/jwks", "userinfo_endpoint": "{0}/userinfo",
-"response_types_supported": ["code"], "subject_types_supported": ["public"],
-"id_token_signing_alg_values_supported": ["RS256"],
-"token_endpoint_auth_methods_supported": ["client_secret_basic"]}})",
-                          base));
-    WriteFile("/etc/apache2/sites-enabled/zz-provider-standin.conf",
-              fmt::format("Listen {0}:{1} https\n<VirtualHost {0}:{1}>\n  SSLEngine On\n"
-                          "  SSLCertificateFile \"{2}\"\n  SSLCertificateKeyFile \"{3}\"\n"
-                          "  DocumentRoot /var/www/idp\n  <Directory /var/www/idp>\n"
-                          "    Require all granted\n  </Directory>\n  <Files "
-                          "\"openid-configuration\">\n    ForceType application/json\n"
-                          "  </Files>\n</VirtualHost>\n",
-                          kServer, kProviderPort, crt, key));
+    Command c = Cmd60({"python3", ProviderScript(), "start", dir_ + "/idp", "--issuer-host",
+                       kServer, "--port", std::to_string(kProviderPort), "--cert", crt, "--key",
+                       fmt::format("{}/{}.key", ood::kOodSslDir, kServer), "--client",
+                       fmt::format("{}:{}:https://{}/oidc", login_.oidc.client_id,
+                                   login_.oidc.client_secret, kServer)});
+    c.stdin_data = fmt::format("alice:{}\nmallory:{}\n", kAliceIdpPw, kMalloryIdpPw);
+    auto r = runner_.Run(c);
+    Check(r && r->exit_code == 0, "Glewlwyd answers as the site's OpenID Connect provider",
+          r ? r->out + r->err : r.error().message);
+  }
+  static std::string ProviderScript() {
+    return (fs::path(__FILE__).parent_path() / "oidc_provider.py").string();
   }
 
   struct Raw {
@@ -399,8 +401,8 @@ class Child {
     return found;
   }
 
-  // OIDC (6 checks): mod_auth_openidc, configured from ood_portal.yml's oidc_* keys, reads the
-  // provider's discovery document and sends a browser without a session to the provider.
+  // OIDC: mod_auth_openidc, configured from ood_portal.yml's oidc_* keys, reads the provider's
+  // discovery document and sends a browser without a session to the provider.
   void OidcChecks() {
     CurlTransport curl;
     auto probe = ood::ProbePortal(curl, kServer, login_);
@@ -410,7 +412,7 @@ class Child {
     auto anon = GetRaw("/pun/sys/dashboard/");
     const std::string location = Header(anon.headers, "Location");
     const std::string authorize =
-        fmt::format(" https://{}:{}/idp/authorize?", kServer, kProviderPort);
+        fmt::format(" https://{}:{}/api/oidc/auth?", kServer, kProviderPort);
     bool params = location.rfind(authorize, 0) == 0;
     for (const char* p : {"response_type=code", "scope=openid%20profile%20email",
                           "client_id=ood-portal", "redirect_uri=https%3A%2F%2F127.0.0.1%2Foidc"}) {
@@ -444,6 +446,66 @@ class Child {
           "a logout that would send the browser off the portal is refused (no redirect, "
           "mod_auth_openidc's error page)",
           "HTTP " + away.code + " Location:" + Header(away.headers, "Location") + away.body);
+    OidcLoginChecks();
+  }
+
+  // A person logs in at the provider (oidc_provider.py makes the calls of Glewlwyd's login
+  // page) after the dashboard sent the browser there; the portal's answer to the provider's
+  // redirect back (the code at /oidc), or an empty code when the provider did not send one.
+  Reply ProviderLogin(const std::string& user, const std::string& password) {
+    auto to_provider = Request("/pun/sys/dashboard/");
+    Command c = Cmd60({"python3", ProviderScript(), "login", to_provider.location, "--cacert",
+                       fmt::format("{}/{}.crt", ood::kOodSslDir, kServer)});
+    c.stdin_data = user + ":" + password + "\n";
+    auto r = runner_.Run(c);
+    const std::string portal = fmt::format("https://{}", kServer);
+    std::string back = r ? r->out.substr(0, r->out.find('\n')) : "";
+    if (!r || r->exit_code != 0 || back.rfind(portal + "/oidc?", 0) != 0) {
+      Reply none;
+      none.body = r ? r->out + r->err : r.error().message;
+      return none;
+    }
+    return Request(back.substr(portal.size()));
+  }
+
+  // The login through the real provider: the code exchanged by mod_auth_openidc, the ID
+  // token's preferred_username checked against the list (Require claim), the logout.
+  void OidcLoginChecks() {
+    const std::string dashboard = "/pun/sys/dashboard/";
+    fs::remove(dir_ + "/jar");
+    auto back = ProviderLogin("alice", kAliceIdpPw);
+    Check(RedirectsTo(back, dashboard) &&
+              back.headers.find("mod_auth_openidc_session=") != std::string::npos &&
+              back.headers.find("Secure") != std::string::npos &&
+              back.headers.find("HttpOnly") != std::string::npos,
+          "alice, listed, logs in at the provider: the portal exchanges the code and gives a "
+          "Secure, HttpOnly session cookie, back to the dashboard",
+          Show(back) + back.headers + back.body + ReadAll("/var/log/apache2/error.log"));
+    auto dash = Request(dashboard);
+    Check(dash.code == "200" && dash.body.find(kMarker) != std::string::npos,
+          "with that session the dashboard answers (the ID token's preferred_username is alice)",
+          Show(dash) + ReadAll("/var/log/apache2/error.log"));
+    auto out = Request("/logout");
+    auto end = out.location.empty()
+                   ? Reply{}
+                   : Request(out.location.substr(fmt::format("https://{}", kServer).size()));
+    auto after = Request(dashboard);
+    Check(end.location.rfind(
+              fmt::format("https://{}:{}/api/oidc/end_session?", kServer, kProviderPort), 0) == 0 &&
+              after.location.rfind(
+                  fmt::format("https://{}:{}/api/oidc/auth?", kServer, kProviderPort), 0) == 0,
+          "the logout ends the portal's session and goes on to the provider's end_session "
+          "endpoint; the dashboard then sends to the provider again",
+          Show(out) + " / " + Show(end) + " / " + Show(after));
+    fs::remove(dir_ + "/jar");
+    auto refused = ProviderLogin("mallory", kMalloryIdpPw);
+    auto tried = Request(dashboard);
+    Check(!refused.code.empty() && refused.body.find(kMarker) == std::string::npos &&
+              (tried.code == "401" || tried.code == "403") &&
+              tried.body.find(kMarker) == std::string::npos,
+          "mallory, known to the provider but not listed, is refused by the portal after the "
+          "provider's login (Require claim)",
+          Show(refused) + " / " + Show(tried) + refused.body);
   }
 
   void FormChecks() {
@@ -723,22 +785,26 @@ TEST_F(PortalApacheTest, AUserLogsInAndOutWithARealBrowser) {
   std::cout << "screenshots: " << Child::ArtifactsDir() << "\n";
 }
 
-// The site's OpenID Connect provider, standing in as its discovery document only: what is
-// proven is the virtual host Open OnDemand's generator writes from one-hpc's oidc_* keys on the
-// real mod_auth_openidc, up to the redirect to the provider and the logout; a login through a
-// real provider (the token, the claim, Require claim) is not run here.
-TEST_F(PortalApacheTest, OidcSendsTheBrowserToTheProviderAndLogsOutOntoThePortal) {
+// The site's OpenID Connect provider is a real one, Debian's Glewlwyd: the virtual host Open
+// OnDemand's generator writes from one-hpc's oidc_* keys (its stand-in) on the real
+// mod_auth_openidc, the redirect to the provider, a listed identity logged in through the
+// code flow and the ID token's claim, the logout at the portal and the provider, an identity
+// the list does not name refused.
+TEST_F(PortalApacheTest, OidcLogsAListedIdentityInThroughARealProviderAndRefusesOthers) {
   if (!fs::exists("/usr/lib/apache2/modules/mod_auth_openidc.so")) {
     GTEST_SKIP() << "mod_auth_openidc missing (libapache2-mod-auth-openidc; make deps installs it)";
+  }
+  for (const char* p : {"glewlwyd", "python3", "openssl"}) {
+    if (!testing::HaveProgram(p)) GTEST_SKIP() << p << " missing (make deps installs glewlwyd)";
   }
   ood::PortalLogin login;
   login.kind = ood::LoginKind::kOidc;
   login.admitted = {"alice", "bob"};
-  login.oidc.issuer = fmt::format("https://{}:{}/idp", kServer, kProviderPort);
+  login.oidc.issuer = fmt::format("https://{}:{}/api/oidc", kServer, kProviderPort);
   login.oidc.client_id = "ood-portal";
   login.oidc.client_secret = "s3cret-of-the-portal";
   login.oidc.logout_url = fmt::format("https://{}/", kServer);
-  RunChild(dir_, login, 7);
+  RunChild(dir_, login, 12);
 }
 
 TEST_F(PortalApacheTest, BasicOptInListedUsersLogInOthersAreRefusedAndGuessingLocksOut) {
