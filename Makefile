@@ -24,7 +24,7 @@ DEPS_TEST := util-linux e2fsprogs xfsprogs dosfstools fdisk cryptsetup-bin lvm2 
   iproute2 procps nfs-kernel-server python3 python3-jsonschema shellcheck packer openssh-client \
   mariadb-server mariadb-client squid lintian man-db apache2 libapache2-mod-authnz-external pwauth \
   libapache2-mod-auth-openidc curl \
-  jq chromium chromium-driver gpg gpg-agent
+  jq chromium chromium-driver gpg gpg-agent glewlwyd
 DEPS_LAB := systemd-container debootstrap munge slurmctld slurmd slurm-client
 DEPS := $(DEPS_BUILD) $(DEPS_TEST) $(DEPS_LAB)
 
@@ -56,7 +56,7 @@ build:
 
 # What the lab and VM tests use from the normal build: the program, the OneGate simulator, the
 # portal generator's stand-in and the .deb; not the test programs (they run under ASan).
-PRODUCT_TARGETS := one-hpc onegate-sim ood-portal-generator-standin package_doc
+PRODUCT_TARGETS := one-hpc onegate-sim update-ood-portal-standin package_doc
 build-product:
 	$(CONFIGURE)
 	cmake --build $(BUILD) -j$(JOBS) --target $(PRODUCT_TARGETS)
@@ -64,7 +64,7 @@ build-product:
 
 build-asan:
 	cmake -S . -B $(BUILD_ASAN) -DCMAKE_BUILD_TYPE=Debug -DONEHPC_SANITIZE=address $(LAUNCHER) >/dev/null
-	cmake --build $(BUILD_ASAN) -j$(JOBS) --target unit_tests integration_tests one-hpc onegate-sim
+	cmake --build $(BUILD_ASAN) -j$(JOBS) --target unit_tests integration_tests one-hpc onegate-sim update-ood-portal-standin
 
 # Only the fuzz targets (they link common/ and context/ alone).
 build-fuzz:
