@@ -24,6 +24,7 @@
 #include "roles/dispatcher.h"
 #include "roles/names.h"
 #include "roles/nfs/exports.h"
+#include "roles/ood/users.h"
 #include "roles/os/block_devices.h"
 #include "roles/os/files.h"
 #include "roles/os/mounts.h"
@@ -438,6 +439,13 @@ int CmdStatus(const CommonOptions& options, bool json) {
     }
   }
   StatusReport report = CollectStatus(inputs, files, runner, SystemClock());
+  if (context) {
+    if (auto it = context->vars.find(ood::kLocalUsersVar); it != context->vars.end()) {
+      if (auto clear = ood::ClearTextPasswordNames(it->second); !clear.empty()) {
+        report.warnings.push_back(ood::ClearTextPasswordWarning(clear));
+      }
+    }
+  }
   if (json) {
     std::cout << StatusJson(report).dump(2) << "\n";
   } else {

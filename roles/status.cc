@@ -232,6 +232,7 @@ std::string RenderStatus(const StatusReport& r) {
     line("OneGate:         not read: " + r.onegate_problem);
   }
   if (!r.open_ondemand.empty()) line("Open OnDemand:   " + r.open_ondemand);
+  for (const auto& w : r.warnings) line("warning:         " + w);
   line("");
   line("units:");
   if (!r.units_problem.empty()) line("  not read: " + r.units_problem);
@@ -308,6 +309,7 @@ nlohmann::json StatusJson(const StatusReport& r) {
   }
   j["units_problem"] = r.units_problem;
   if (!r.open_ondemand.empty()) j["open_ondemand"] = r.open_ondemand;
+  j["warnings"] = r.warnings;
   if (r.reconcile) {
     nlohmann::json nodes = nlohmann::json::array();
     for (const auto& d : r.reconcile->decisions) {

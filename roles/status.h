@@ -70,6 +70,9 @@ struct StatusReport {
 
   /// Portal: whether the image has Open OnDemand ("installed", or why not; "" elsewhere).
   std::string open_ondemand;
+  /// What the VM's context gives that the operator should change (clear-text passwords): the
+  /// command fills it from the context, which CollectStatus does not read.
+  std::vector<std::string> warnings;
 
   /// Controller and portal: the reconciler's dry-run cycle.
   std::optional<ReconcileReport> reconcile;

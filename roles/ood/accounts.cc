@@ -416,16 +416,8 @@ Result<std::vector<LocalUser>> ParsePortalUsers(RoleEnv& env, std::string_view t
   if (!policy) return Fail(policy.error());
   auto users = ParseLocalUsers(text, *policy);
   if (!users) return users;
-  std::vector<std::string> clear;
-  for (const auto& u : *users) {
-    if (!u.password.empty() && !u.password_is_hash) clear.push_back(u.name);
-  }
-  if (!clear.empty()) {
-    log::Warn(
-        "{} gives clear-text passwords for {}: root on every VM of this service can read them "
-        "(OneGate's service document carries the portal's context); give crypt(5) hashes "
-        "instead (mkpasswd -m yescrypt)",
-        kLocalUsersVar, JoinComma(clear));
+  if (auto clear = ClearTextPasswordNames(text); !clear.empty()) {
+    log::Warn("{}", ClearTextPasswordWarning(clear));
   }
   return users;
 }

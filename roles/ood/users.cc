@@ -470,4 +470,24 @@ Result<std::vector<LocalUser>> ParseLocalUsers(std::string_view text,
   return users;
 }
 
+std::vector<std::string> ClearTextPasswordNames(std::string_view text) {
+  std::vector<std::string> names;
+  auto users = ParseLocalUsers(text);
+  if (!users) return names;
+  for (const auto& u : *users) {
+    if (!u.password.empty() && !u.password_is_hash) names.push_back(u.name);
+  }
+  return names;
+}
+
+std::string ClearTextPasswordWarning(const std::vector<std::string>& names) {
+  std::string list;
+  for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+  return fmt::format(
+      "{} gives clear-text passwords for {}: root on every VM of this service can read them "
+      "(OneGate's service document carries the portal's context); give crypt(5) hashes instead "
+      "(mkpasswd -m yescrypt)",
+      kLocalUsersVar, list);
+}
+
 }  // namespace onehpc::ood

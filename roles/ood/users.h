@@ -83,6 +83,12 @@ bool IsReservedLoginName(std::string_view name);
 Result<std::vector<LocalUser>> ParseLocalUsers(std::string_view text,
                                                const LocalUserPolicy& policy = {});
 
+/// The names in ONEAPP_AUTH_LOCAL_USERS whose password is given in clear text (not a crypt(5)
+/// hash), in order; none when the text does not parse (configure reports that).
+std::vector<std::string> ClearTextPasswordNames(std::string_view text);
+/// What the journal and `one-hpc status` say about them (security model: H3).
+std::string ClearTextPasswordWarning(const std::vector<std::string>& names);
+
 /// "a:b::c" split on `separator`: {"a", "b", "", "c"} (views into `line`).
 std::vector<std::string_view> SplitFields(std::string_view line, char separator);
 

@@ -198,6 +198,17 @@ TEST_F(StatusTest, WithoutOneGateOrSystemdItSaysWhatItCouldNotRead) {
   EXPECT_EQ(StatusExitCode(rooted), 0);
 }
 
+TEST_F(StatusTest, ItRepeatsTheWarningsOfTheContext) {
+  StatusInputs inputs;
+  inputs.onegate_why = "no OneGate here";
+  StatusReport r = CollectStatus(inputs, *m_.files, m_.runner, m_.clock);
+  r.warnings = {"ONEAPP_AUTH_LOCAL_USERS gives clear-text passwords for bob: ..."};
+  EXPECT_THAT(RenderStatus(r),
+              HasSubstr("warning:         ONEAPP_AUTH_LOCAL_USERS gives clear-text passwords for "
+                        "bob: ...\n"));
+  EXPECT_EQ(StatusJson(r)["warnings"][0], r.warnings[0]);
+}
+
 TEST_F(StatusTest, APortalSaysWhetherItsImageHasOpenOnDemand) {
   StatusInputs inputs;
   inputs.onegate_why = "no OneGate here";

@@ -204,6 +204,19 @@ constexpr char kSha512Rounds[] =
     "$6$rounds=10000$bWf/ppupQySvmmMD$5hCrfBupZNDXvSRzZMOxEzeIJkX0Y0Qu6L8PfCDGb1n1dt6RGcnwO2YDOwr0r"
     "hh2yLR8bzEoRXpQbKrUV6XaE0";
 
+TEST_F(LocalUsersTest, ClearTextPasswordsAreNamedForTheWarning) {
+  const std::string text =
+      std::string("alice:") + kYescrypt + " bob:Plain-pass-1:20001 dave:Other-pass-2";
+  EXPECT_EQ(ClearTextPasswordNames(text), (std::vector<std::string>{"bob", "dave"}));
+  EXPECT_TRUE(ClearTextPasswordNames(std::string("alice:") + kSha512).empty());
+  EXPECT_TRUE(ClearTextPasswordNames("bad name:pw").empty());  // configure reports that one
+  const std::string warning = ClearTextPasswordWarning({"bob", "dave"});
+  EXPECT_THAT(warning, HasSubstr("ONEAPP_AUTH_LOCAL_USERS gives clear-text passwords for bob, "
+                                 "dave: root on every VM of this service can read them"));
+  EXPECT_THAT(warning, HasSubstr("mkpasswd -m yescrypt"));
+  EXPECT_THAT(warning, Not(HasSubstr("Plain-pass-1")));
+}
+
 TEST_F(LocalUsersTest, HashedPasswordsAreTakenAsTheyAre) {
   auto users = ParseLocalUsers(std::string("alice:") + kYescrypt + " bob:" + kSha512 +
                                ":20001 carol:" + kSha512Rounds + " dave:Plain-pass-1");
