@@ -72,7 +72,7 @@ class StorageRole : public Role {
     config.compute_net = *net;
     config.export_home = !external_home;
     config.home_on_disk = *home_on_disk;
-    config.portal_ips = nfs::PortalIpsOrLastGood(env.files, env.onegate, *net);
+    nfs::PortalIpsOrLastGood(config, env.files, env.onegate);
 
     // Order matters on a first boot: the exports exist before nfs-server starts (its
     // ExecStartPre runs exportfs -r); later runs re-export only when the file changed.

@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <chrono>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -97,6 +98,7 @@ std::string StateJson(const ExportsConfig& config) {
                       {"portal_ips", config.portal_ips},
                       {"export_home", config.export_home},
                       {"home_on_disk", config.home_on_disk}};
+  if (config.onegate_failing_since != 0) j["onegate_failing_since"] = config.onegate_failing_since;
   return j.dump(2) + "\n";
 }
 
@@ -124,6 +126,12 @@ Result<ExportsConfig> ParseStateJson(const std::string& text) {
   }
   c.export_home = j.value("export_home", true);
   c.home_on_disk = j.value("home_on_disk", false);
+  if (j.contains("onegate_failing_since")) {
+    if (!j["onegate_failing_since"].is_number_integer()) {
+      return bad("onegate_failing_since is not a Unix time");
+    }
+    c.onegate_failing_since = j["onegate_failing_since"].get<std::int64_t>();
+  }
   return c;
 }
 
@@ -224,9 +232,46 @@ Result<bool> EnsureExports(Plan& plan, Files& files, ProcessRunner& runner,
   return changed;
 }
 
+std::int64_t UnixNow() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+namespace {
+
+// OneGate failed: the last good list stays, with the time of the first failure, until that is
+// kLastGoodLimitSeconds ago. Returns whether the list expired now or before.
+bool KeepOrExpire(ExportsConfig& config, const std::string& why, std::int64_t now,
+                  const char* who) {
+  if (config.onegate_failing_since == 0) config.onegate_failing_since = now;
+  const std::int64_t failing = now - config.onegate_failing_since;
+  const std::string list = config.portal_ips.empty()
+                               ? std::string("none")
+                               : fmt::format("{}", fmt::join(config.portal_ips, " "));
+  if (failing < kLastGoodLimitSeconds) {
+    log::Warn(
+        "{}: cannot read the portal's address from OneGate ({}); keeping the last good exports "
+        "(portal: {}) for {} s more",
+        who, why, list, kLastGoodLimitSeconds - failing);
+    return false;
+  }
+  if (!config.portal_ips.empty()) {
+    log::Error(
+        "{}: OneGate has failed for {} s ({}): the last good portal list ({}) expires, the "
+        "portal loses root on the homes and the Slurm state until OneGate answers again (its "
+        "address may belong to another VM by now)",
+        who, failing, why, list);
+    config.portal_ips.clear();
+  }
+  return true;
+}
+
+}  // namespace
+
 Result<RefreshOutcome> RefreshExports(Files& files, ProcessRunner& runner,
                                       const std::function<Result<ServiceInfo>()>& get_service,
-                                      bool live) {
+                                      bool live, std::int64_t now) {
   auto text = files.ReadIfExists(kStateFile);
   if (!text) return Fail(text.error());
   if (!text->has_value()) {
@@ -238,25 +283,20 @@ Result<RefreshOutcome> RefreshExports(Files& files, ProcessRunner& runner,
   if (!config) return Fail(config.error());
   RefreshOutcome outcome;
   outcome.old_portals = config->portal_ips;
-  outcome.new_portals = config->portal_ips;
 
+  ExportsConfig next = *config;
   auto service = get_service();
   Result<std::vector<std::string>> portals =
       service ? PortalAddresses(*service, config->compute_net) : Fail(service.error());
   if (!portals) {
     outcome.onegate_failed = true;
     outcome.onegate_error = portals.error().message;
-    log::Warn(
-        "storage-refresh: cannot read the portal's address from OneGate ({}); keeping the "
-        "last good exports (portal: {})",
-        portals.error().message,
-        config->portal_ips.empty() ? std::string("none")
-                                   : fmt::format("{}", fmt::join(config->portal_ips, " ")));
+    outcome.expired = KeepOrExpire(next, portals.error().message, now, "storage-refresh");
   } else {
-    outcome.new_portals = *portals;
+    next.portal_ips = *portals;
+    next.onegate_failing_since = 0;
   }
-  ExportsConfig next = *config;
-  next.portal_ips = outcome.new_portals;
+  outcome.new_portals = next.portal_ips;
   if (next.portal_ips != config->portal_ips) {
     log::Info("storage-refresh: portal clients change from [{}] to [{}]",
               fmt::join(config->portal_ips, " "), fmt::join(next.portal_ips, " "));
@@ -268,30 +308,29 @@ Result<RefreshOutcome> RefreshExports(Files& files, ProcessRunner& runner,
   return outcome;
 }
 
-std::vector<std::string> PortalIpsOrLastGood(const Files& files, OneGateClient* onegate,
-                                             const std::string& net) {
-  std::vector<std::string> last_good;
+void PortalIpsOrLastGood(ExportsConfig& config, const Files& files, OneGateClient* onegate,
+                         std::int64_t now) {
+  config.portal_ips.clear();
+  config.onegate_failing_since = 0;
   if (auto text = files.ReadIfExists(kStateFile); text && text->has_value()) {
-    if (auto state = ParseStateJson(**text)) last_good = state->portal_ips;
+    if (auto state = ParseStateJson(**text)) {
+      config.portal_ips = state->portal_ips;
+      config.onegate_failing_since = state->onegate_failing_since;
+    }
   }
   if (onegate == nullptr) {
-    log::Warn(
-        "storage: no OneGate (TOKEN=YES missing): the portal gets no root access until "
-        "the refresher can read the service; keeping [{}]",
-        fmt::join(last_good, " "));
-    return last_good;
+    KeepOrExpire(config, "no OneGate: TOKEN=YES missing", now, ood::kStorageRole);
+    return;
   }
   auto service = onegate->GetService(/*extended=*/true);
-  auto ips = service ? PortalAddresses(*service, net) : Fail(service.error());
+  auto ips = service ? PortalAddresses(*service, config.compute_net) : Fail(service.error());
   if (!ips) {
-    log::Warn(
-        "storage: cannot read the portal's address from OneGate ({}); keeping the last "
-        "good list [{}]",
-        ips.error().message, fmt::join(last_good, " "));
-    return last_good;
+    KeepOrExpire(config, ips.error().message, now, ood::kStorageRole);
+    return;
   }
   log::Info("storage: portal compute address(es) [{}]", fmt::join(*ips, " "));
-  return *ips;
+  config.portal_ips = *ips;
+  config.onegate_failing_since = 0;
 }
 
 }  // namespace onehpc::nfs

@@ -9,7 +9,10 @@
 //
 // The management network is never granted; only the portal gets root and the Slurm state.
 // When OneGate fails, the last good portal list (saved in the state file) is kept: a OneGate
-// hiccup never cuts the portal off its homes and its controller state.
+// hiccup never cuts the portal off its homes and its controller state. Not for ever: after
+// kLastGoodLimitSeconds of failures in a row the list expires (the address of a portal that
+// is gone may have been given to another VM meanwhile) and nobody has root on the exports
+// until OneGate answers again.
 #ifndef ONEHPC_ROLES_NFS_EXPORTS_H_
 #define ONEHPC_ROLES_NFS_EXPORTS_H_
 
@@ -33,6 +36,9 @@ namespace onehpc::nfs {
 inline constexpr char kExportsFile[] = "/etc/exports.d/one-hpc.exports";
 /// What configure decided (network, home export, disk) and the last good portal list.
 inline constexpr char kStateFile[] = "/var/lib/one-hpc/storage-exports.json";
+/// How long the last good portal list outlives OneGate's failures: longer than an upgrade of
+/// the OpenNebula front-end, shorter than a weekend nobody watches.
+inline constexpr std::int64_t kLastGoodLimitSeconds = 6 * 3600;
 /// Why nothing is served in a container (logged and recorded in the plan).
 inline constexpr char kContainerTransport[] =
     "in a container the NFS transport is stood in by bind mounts";
@@ -51,6 +57,9 @@ struct ExportsConfig {
   std::vector<std::string> portal_ips;  ///< no_root_squash clients, sorted, unique
   bool export_home = true;              ///< false with ONEAPP_HOME_NFS_ENABLED
   bool home_on_disk = false;            ///< adds `mountpoint` to the home and Slurm state exports
+  /// Unix time of the first of the OneGate failures that kept portal_ips; 0 = the last read
+  /// succeeded.
+  std::int64_t onegate_failing_since = 0;
 };
 
 /// The exports file for `config` (stable text: same config, same bytes).
@@ -78,25 +87,31 @@ Result<bool> EnsureExports(Plan& plan, Files& files, ProcessRunner& runner,
 
 struct RefreshOutcome {
   bool changed = false;
-  bool onegate_failed = false;  ///< the last good portal list was kept
+  bool onegate_failed = false;  ///< the last good portal list was kept (or expired)
+  bool expired = false;         ///< OneGate failed for kLastGoodLimitSeconds: the list dropped
   std::vector<std::string> old_portals;
   std::vector<std::string> new_portals;
   std::string onegate_error;
 };
 
+/// Unix time now (the wall clock: the failures are counted across runs and reboots).
+std::int64_t UnixNow();
+
 /// One refresher pass: reads the state file, asks `get_service` for the extended service
 /// document, and rewrites the exports when the portal list changed (logging old and new
-/// lists). On a OneGate failure the saved list is kept and the exports are only repaired if
-/// the file differs from it. kNotFound when the state file is missing (not a storage VM).
+/// lists). On a OneGate failure the saved list is kept, until it expires, and the exports are
+/// only repaired if the file differs from it. kNotFound when the state file is missing (not a
+/// storage VM). `now`: UnixNow().
 Result<RefreshOutcome> RefreshExports(Files& files, ProcessRunner& runner,
                                       const std::function<Result<ServiceInfo>()>& get_service,
-                                      bool live = true);
+                                      bool live = true, std::int64_t now = UnixNow());
 
-/// The portal's compute address(es) from OneGate's service document; when OneGate is
-/// missing or fails, the last good list saved in kStateFile (a OneGate hiccup never cuts the
-/// portal off its homes and its state).
-std::vector<std::string> PortalIpsOrLastGood(const Files& files, OneGateClient* onegate,
-                                             const std::string& net);
+/// The portal's compute address(es) from OneGate's service document into `config`; when
+/// OneGate is missing or fails, the last good list saved in kStateFile (a OneGate hiccup never
+/// cuts the portal off its homes and its state) with the time of the first failure, or none
+/// once that is kLastGoodLimitSeconds ago.
+void PortalIpsOrLastGood(ExportsConfig& config, const Files& files, OneGateClient* onegate,
+                         std::int64_t now = UnixNow());
 
 }  // namespace onehpc::nfs
 

@@ -24,6 +24,7 @@ namespace {
 
 using fakes::Exit;
 using fakes::FakeMachine;
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -885,6 +886,58 @@ TEST_F(RefreshTest, OneGateFailureKeepsLastGood) {
   EXPECT_TRUE(logs.Contains("keeping the last good exports (portal: 10.1.0.5)"));
 }
 
+// The last good list outlives OneGate's failures for kLastGoodLimitSeconds from the first
+// of them (kept in the state file, across runs), then expires: no root for anybody until
+// OneGate answers again, which brings the portal back and clears the count.
+TEST_F(RefreshTest, TheLastGoodListExpiresAfterTheLimitOfFailuresInARow) {
+  auto down = []() -> Result<ServiceInfo> { return Fail(ErrorKind::kNetwork, "OneGate down"); };
+  const std::int64_t t0 = 1'800'000'000;
+  auto first = nfs::RefreshExports(*m_.files, m_.runner, down, true, t0);
+  ASSERT_TRUE(first) << first.error().message;
+  EXPECT_FALSE(first->expired);
+  auto state = nfs::ParseStateJson(m_.Read(nfs::kStateFile));
+  ASSERT_TRUE(state);
+  EXPECT_EQ(state->onegate_failing_since, t0);
+  auto later =
+      nfs::RefreshExports(*m_.files, m_.runner, down, true, t0 + nfs::kLastGoodLimitSeconds - 1);
+  ASSERT_TRUE(later);
+  EXPECT_FALSE(later->expired);
+  EXPECT_EQ(m_.Read(nfs::kExportsFile), before_);  // still served to 10.1.0.5
+  log::Capture logs;
+  auto expired =
+      nfs::RefreshExports(*m_.files, m_.runner, down, true, t0 + nfs::kLastGoodLimitSeconds);
+  ASSERT_TRUE(expired);
+  EXPECT_TRUE(expired->expired);
+  EXPECT_TRUE(expired->changed);
+  EXPECT_THAT(m_.Read(nfs::kExportsFile), Not(HasSubstr("10.1.0.5")));
+  EXPECT_THAT(m_.Read(nfs::kExportsFile), Not(HasSubstr("no_root_squash")));
+  EXPECT_TRUE(logs.Contains("the last good portal list (10.1.0.5) expires"));
+  auto back = nfs::RefreshExports(
+      *m_.files, m_.runner, [] { return Result<ServiceInfo>(Service({{"10.1.0.5"}})); }, true,
+      t0 + nfs::kLastGoodLimitSeconds + 60);
+  ASSERT_TRUE(back);
+  EXPECT_EQ(m_.Read(nfs::kExportsFile), before_);
+  state = nfs::ParseStateJson(m_.Read(nfs::kStateFile));
+  ASSERT_TRUE(state);
+  EXPECT_EQ(state->onegate_failing_since, 0);
+  EXPECT_THAT(m_.Read(nfs::kStateFile), Not(HasSubstr("onegate_failing_since")));
+}
+
+// Configure without OneGate (no TOKEN=YES) takes the same list, with the same limit.
+TEST_F(RefreshTest, ConfigureWithoutOneGateKeepsTheListUntilItExpires) {
+  nfs::ExportsConfig config;
+  config.compute_net = "10.1.0.0/24";
+  nfs::PortalIpsOrLastGood(config, *m_.files, nullptr, 1000);
+  EXPECT_EQ(config.portal_ips, std::vector<std::string>{"10.1.0.5"});
+  EXPECT_EQ(config.onegate_failing_since, 1000);
+  m_.Write(nfs::kStateFile, nfs::StateJson(config));
+  nfs::PortalIpsOrLastGood(config, *m_.files, nullptr, 1000 + nfs::kLastGoodLimitSeconds - 1);
+  EXPECT_EQ(config.portal_ips, std::vector<std::string>{"10.1.0.5"});
+  EXPECT_EQ(config.onegate_failing_since, 1000);  // the first failure's time, not this one's
+  nfs::PortalIpsOrLastGood(config, *m_.files, nullptr, 1000 + nfs::kLastGoodLimitSeconds);
+  EXPECT_TRUE(config.portal_ips.empty());
+}
+
 TEST_F(RefreshTest, OneGateFailureRepairsAMissingFileFromLastGood) {
   std::filesystem::remove(m_.root + nfs::kExportsFile);
   auto out = nfs::RefreshExports(*m_.files, m_.runner, []() -> Result<ServiceInfo> {
@@ -1050,7 +1103,10 @@ TEST_F(StorageOneGateTest, OneGateDownAtRebootKeepsLastGood) {
   sim_.InjectFault(fakes::SimFault(sim::FaultKind::kStatus, 503, "down"));
   auto again = MustConfigure();
   EXPECT_EQ(m_.Read(nfs::kExportsFile), before);
-  EXPECT_TRUE(again.run->Changes().empty()) << again.run->plan.Render();
+  // Only the time of the first failure is recorded (the last good list's limit counts from it).
+  EXPECT_THAT(again.run->Changes(), ElementsAre(std::string("write ") + nfs::kStateFile))
+      << again.run->plan.Render();
+  EXPECT_TRUE(MustConfigure().run->Changes().empty());
   auto out = nfs::RefreshExports(*m_.files, m_.runner,
                                  [&] { return client_->GetService(/*extended=*/true); });
   ASSERT_TRUE(out);
@@ -1134,7 +1190,8 @@ TEST_F(StorageOneGateTest, OneGateDownAtRebootKeepsTheComputeNetwork) {
   sim_.InjectFault(down);
   auto again = MustConfigure();
   EXPECT_EQ(m_.Read(nfs::kExportsFile), exports);
-  EXPECT_TRUE(again.run->Changes().empty()) << again.run->plan.Render();
+  EXPECT_THAT(again.run->Changes(), ElementsAre(std::string("write ") + nfs::kStateFile))
+      << again.run->plan.Render();
 }
 
 // ---- the software cache (Squid for CernVM-FS) ----------------------------------------------
