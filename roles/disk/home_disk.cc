@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <iterator>
 #include <map>
 #include <utility>
 
@@ -38,6 +39,27 @@ std::string Describe(const DeviceProbe& p) {
   if (parts.empty() && !p.pt_type.empty()) parts.push_back(p.pt_type + " partition table");
   if (parts.empty()) return "blank";
   return fmt::format("{}", fmt::join(parts, "; "));
+}
+
+// The disk found by the label, probed again: that label alone, and a filesystem for homes
+// (owners and modes: a vfat, a swap area or an image labelled so is no home disk).
+Status CheckLabelledProbe(const std::string& device, const DeviceProbe& probe,
+                          const std::string& label) {
+  if (probe.ambivalent || probe.fs_type.empty() || probe.label != label) {
+    return Fail(ErrorKind::kUnsafe, device + " was found by the label '" + label +
+                                        "' but a fresh probe shows: " + Describe(probe) +
+                                        "; refusing to use it");
+  }
+  if (std::find(std::begin(kHomeFilesystems), std::end(kHomeFilesystems), probe.fs_type) ==
+      std::end(kHomeFilesystems)) {
+    return Fail(ErrorKind::kUnsafe,
+                fmt::format("{} holds a {} filesystem labelled '{}' ({}): the homes need a "
+                            "POSIX filesystem ({}); refusing to mount it, nothing was written. "
+                            "Relabel that disk, or give the homes a blank one",
+                            device, probe.fs_type, label, Describe(probe),
+                            fmt::join(kHomeFilesystems, ", ")));
+  }
+  return Ok();
 }
 
 std::string SizeText(std::uint64_t bytes) {
@@ -262,11 +284,7 @@ Result<HomeDiskDecision> DecideHomeDisk(const HomeDiskInputs& inputs, BlockDevic
     const std::string& device = **labelled;
     auto probe = devices.Probe(device);
     if (!probe) return Fail(probe.error());
-    if (probe->ambivalent || probe->fs_type.empty() || probe->label != inputs.label) {
-      return Fail(ErrorKind::kUnsafe, device + " was found by the label '" + inputs.label +
-                                          "' but a fresh probe shows: " + Describe(*probe) +
-                                          "; refusing to use it");
-    }
+    if (auto s = CheckLabelledProbe(device, *probe, inputs.label); !s) return Fail(s.error());
     auto where = mounts.FindBySource(device);
     if (!where) return Fail(where.error());
     for (const auto& e : *where) {

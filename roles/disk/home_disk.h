@@ -83,6 +83,9 @@ struct HomeDiskDecision {
   std::string resume_marker;
 };
 
+/// The filesystems a disk labelled for the homes may hold to be mounted as it is (one-hpc makes
+/// ext4; a site may have prepared xfs or btrfs): owners, modes, no foreign semantics.
+inline constexpr const char* kHomeFilesystems[] = {"ext4", "xfs", "btrfs"};
 /// Size of the marker written at a disk's end right before mkfs.
 inline constexpr std::size_t kMkfsMarkerBytes = 512;
 /// The home filesystem leaves this much of the disk's end unformatted, where the marker lives.

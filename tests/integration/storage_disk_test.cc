@@ -376,6 +376,14 @@ TEST_F(StorageDiskTest, LabelledDiskIsMountedAsIsWithItsFiles) {
   EXPECT_EQ(line, "keep me");
 }
 
+// The label alone does not make a home disk: a swap area labelled ood-home (owners and modes
+// mean nothing there) is refused, untouched and not mounted.
+TEST_F(StorageDiskTest, ASwapAreaLabelledOodHomeIsRefused) {
+  std::string dev = Disk();
+  Tool({"mkswap", "-L", "ood-home", dev});
+  ExpectRefused(dev, "holds a swap filesystem labelled 'ood-home'");
+}
+
 TEST_F(StorageDiskTest, Ext4WithAnotherLabelRefused) {
   std::string dev = Disk();
   Tool({"mkfs.ext4", "-q", "-F", "-L", "scratch", dev});
