@@ -183,6 +183,46 @@ std::string RenderNfsMountUnit(const NfsMount& m) {
       fmt::arg("options", kNfsMountOptions), fmt::arg("timeout", kNfsMountUnitTimeoutSec));
 }
 
+namespace {
+
+// Step 4 of EnsureNfsMount: the unit active and something mounted at `where` (whatever the
+// source at a start: the lab's drop-in mounts a bind; with `exact`, after a restart, only a mount
+// of m.What()).
+Status WaitForMount(RoleEnv& env, const NfsMount& m, const std::string& unit,
+                    const std::string& host_where, bool exact, Duration mount_timeout) {
+  const std::string what = m.What();
+  std::string state = "not checked";
+  bool pending = false;  // the last attempt found the mount not there yet (not an error)
+  auto waited = Retry<bool>(
+      RetryPolicy::Until(mount_timeout), env.clock, "wait for " + unit,
+      [&](const Error&) { return pending; },
+      [&]() -> Result<bool> {
+        pending = false;
+        auto active = env.systemd.IsActive(unit);
+        if (!active) return Fail(active.error());
+        auto mounted = env.mounts.FindByTarget(host_where);
+        if (!mounted) return Fail(mounted.error());
+        if (*active && mounted->has_value() && (!exact || (*mounted)->source == what)) {
+          log::Info("nfs: {} mounted on {} from {}", unit, m.where, (*mounted)->source);
+          return true;
+        }
+        state = std::string(*active ? "active" : "not active") + ", " +
+                (mounted->has_value() ? "mounted from " + (*mounted)->source
+                                      : "nothing mounted on " + m.where);
+        pending = true;
+        return Fail(ErrorKind::kNotFound, unit + ": " + state);
+      });
+  if (waited) return Ok();
+  if (!pending) return Fail(waited.error());
+  return Fail(ErrorKind::kNetwork,
+              fmt::format("{} ({}) was not mounted on {} within {} ({}: {}); check that the NFS "
+                          "server answers and exports {} to this VM; see journalctl -u {}",
+                          what, m.setting.empty() ? "NFS share" : m.setting, m.where,
+                          Seconds(mount_timeout), unit, state, m.export_path, ShellWord(unit)));
+}
+
+}  // namespace
+
 Status EnsureNfsMount(RoleEnv& env, const NfsMount& m, Duration mount_timeout) {
   if (auto s = ValidateNfsMount(m); !s) return s;
   const std::string what = m.What();
@@ -211,6 +251,7 @@ Status EnsureNfsMount(RoleEnv& env, const NfsMount& m, Duration mount_timeout) {
   }
 
   // 3. Mounted now?
+  bool exact = false;  // only a mount from `what` will do (after a restart)
   const std::string host_where = env.files.HostPath(m.where);
   auto current = env.mounts.FindByTarget(host_where);
   if (!current) return Fail(current.error());
@@ -229,6 +270,11 @@ Status EnsureNfsMount(RoleEnv& env, const NfsMount& m, Duration mount_timeout) {
         m.where + " is mounted from " + source + " and " + unit + " changed to mount " + what,
         [&] { return env.systemd.RestartNoBlock(unit); });
     if (!s) return s;
+    // Until systemd runs the queued restart the old mount is still there: only `what` counts,
+    // unless a drop-in of someone else's says what is mounted (the lab's bind, whose source
+    // does not change).
+    auto dropins = env.files.List(unit_path + ".d");
+    exact = !dropins || dropins->empty();
   } else {
     auto s = env.plan.Do("start " + unit + " (--no-block)",
                          "nothing is mounted on " + m.where + "; " + m.why,
@@ -236,39 +282,7 @@ Status EnsureNfsMount(RoleEnv& env, const NfsMount& m, Duration mount_timeout) {
     if (!s) return s;
   }
   if (env.plan.dry_run()) return Ok();
-
-  // 4. Wait for the mount: the unit active and something mounted at `where` (whatever the
-  // source: the lab's drop-in mounts a bind). After a restart, the first poll may still see
-  // the old mount if systemd has not begun the queued job; the source cannot tell them apart
-  // in the lab (the bind source does not change), so this is accepted.
-  std::string state = "not checked";
-  bool pending = false;  // the last attempt found the mount not there yet (not an error)
-  auto waited = Retry<bool>(
-      RetryPolicy::Until(mount_timeout), env.clock, "wait for " + unit,
-      [&](const Error&) { return pending; },
-      [&]() -> Result<bool> {
-        pending = false;
-        auto active = env.systemd.IsActive(unit);
-        if (!active) return Fail(active.error());
-        auto mounted = env.mounts.FindByTarget(host_where);
-        if (!mounted) return Fail(mounted.error());
-        if (*active && mounted->has_value()) {
-          log::Info("nfs: {} mounted on {} from {}", unit, m.where, (*mounted)->source);
-          return true;
-        }
-        state = std::string(*active ? "active" : "not active") + ", " +
-                (mounted->has_value() ? "mounted from " + (*mounted)->source
-                                      : "nothing mounted on " + m.where);
-        pending = true;
-        return Fail(ErrorKind::kNotFound, unit + ": " + state);
-      });
-  if (waited) return Ok();
-  if (!pending) return Fail(waited.error());
-  return Fail(ErrorKind::kNetwork,
-              fmt::format("{} ({}) was not mounted on {} within {} ({}: {}); check that the NFS "
-                          "server answers and exports {} to this VM; see journalctl -u {}",
-                          what, m.setting.empty() ? "NFS share" : m.setting, m.where,
-                          Seconds(mount_timeout), unit, state, m.export_path, ShellWord(unit)));
+  return WaitForMount(env, m, unit, host_where, exact, mount_timeout);
 }
 
 Result<std::string> ResolveIpv4(const std::string& server) {

@@ -303,6 +303,29 @@ TEST_F(NfsClientTest, ChangedUnitRestartsAMountFromAnotherSource) {
   EXPECT_EQ(starts_["restart"], 1);
 }
 
+// After the restart only a mount from the new server counts: the old mount still there (the
+// queued restart not run yet, or failing) is waited out, then an error that names it.
+TEST_F(NfsClientTest, AfterARestartTheOldMountIsNotTakenForTheNewOne) {
+  ASSERT_TRUE(Ensure());
+  mount_.server = "10.0.1.6";  // the restart leaves 10.0.1.5's mount in place
+  auto s = Ensure(PlanMode::kApply, Duration(5000));
+  ASSERT_FALSE(s);
+  EXPECT_EQ(s.error().kind, ErrorKind::kNetwork);
+  EXPECT_THAT(s.error().message, HasSubstr("mounted from 10.0.1.5:/export/home"));
+  EXPECT_EQ(starts_["restart"], 1);
+  EXPECT_GT(m_.clock.sleeps(), 1);  // waited, not refused at the first look
+}
+
+// With someone else's drop-in (the lab's bind) the source says nothing: the unit active and
+// a mount are enough, as at a start.
+TEST_F(NfsClientTest, AfterARestartADropInsMountIsTaken) {
+  ASSERT_TRUE(Ensure());
+  m_.Write("/etc/systemd/system/home.mount.d/lab-bind.conf", "[Mount]\nWhat=/lab/nfs/home\n");
+  mount_.server = "10.0.1.6";
+  ASSERT_TRUE(Ensure()) << plan_->Render();
+  EXPECT_EQ(starts_["restart"], 1);
+}
+
 TEST_F(NfsClientTest, ChangedUnitWithTheSameSourceKeepsTheMount) {
   ASSERT_TRUE(Ensure());
   mount_.why = "homes (reworded)";
