@@ -57,6 +57,23 @@ Status Systemd::WaitInactive(const std::string& unit, Duration timeout, Clock& c
 
 std::string Systemd::RecentLog(const std::string&, int) { return ""; }
 
+Result<std::string> Systemd::MainPid(const std::string& unit) {
+  return Fail(ErrorKind::kNotFound, "this systemd adapter cannot read " + unit + "'s MainPID");
+}
+
+Result<std::string> SystemctlSystemd::MainPid(const std::string& unit) {
+  if (auto s = CheckUnit(unit); !s) return Fail(s.error());
+  if (offline()) return Fail(ErrorKind::kNotFound, "no running system under --root=" + root_);
+  Command c;
+  c.argv = {"systemctl", "show", "-P", "MainPID", unit};
+  c.timeout = kIsActiveTimeout;
+  auto r = RunChecked(runner_, c);
+  if (!r) return Fail(r.error());
+  std::string pid = r->out;
+  while (!pid.empty() && (pid.back() == '\n' || pid.back() == ' ')) pid.pop_back();
+  return pid;
+}
+
 std::string SystemctlSystemd::RecentLog(const std::string& unit, int lines) {
   if (offline() || !CheckUnit(unit)) return "";
   Command c;

@@ -33,6 +33,9 @@ class Systemd {
   /// kept, secrets redacted), for an error that must say why a daemon did not come up; ""
   /// when they cannot be read.
   virtual std::string RecentLog(const std::string& unit, int lines);
+  /// The unit's MainPID ("0" when no process runs); kNotFound where it cannot be asked (under
+  /// --root, or an adapter that does not know it).
+  virtual Result<std::string> MainPid(const std::string& unit);
   /// Polls IsActive until true or the timeout passes (kProcess error naming the unit and,
   /// when it did not become active, its RecentLog).
   Status WaitActive(const std::string& unit, Duration timeout, Clock& clock);
@@ -61,6 +64,8 @@ class SystemctlSystemd : public Systemd {
   Result<bool> IsActive(const std::string& unit) override;
   /// `journalctl --no-pager -q -o cat -n LINES -u UNIT` (10 s timeout); "" under --root.
   std::string RecentLog(const std::string& unit, int lines) override;
+  /// `systemctl show -P MainPID UNIT` (10 s timeout).
+  Result<std::string> MainPid(const std::string& unit) override;
 
  private:
   /// links_only: SYSTEMCTL_SKIP_SYSV=1 in systemctl's environment (enable, disable).

@@ -1,5 +1,6 @@
 #include "roles/slurm/munge.h"
 
+#include <fmt/format.h>
 #include <sys/random.h>
 
 #include <cerrno>
@@ -7,6 +8,7 @@
 
 #include "common/base64.h"
 #include "common/log.h"
+#include "common/retry.h"
 #include "roles/ensure.h"
 #include "roles/names.h"
 #include "roles/role.h"
@@ -169,17 +171,50 @@ Result<MungeKeyState> WriteNewMungeKey(RoleEnv& env, const std::string& shared_p
   return state;
 }
 
+namespace {
+
+// Polls munged's MainPID until the restart replaced the process `old_pid` (30 s at most).
+Status WaitRestarted(RoleEnv& env, const std::string& old_pid) {
+  std::string now = old_pid;
+  auto restarted = Retry<bool>(
+      RetryPolicy::Until(Duration(30000)), env.clock, "munged restarting",
+      [](const Error& e) { return e.kind == ErrorKind::kNotFound; },
+      [&]() -> Result<bool> {
+        auto pid = env.systemd.MainPid(kMungeUnit);
+        if (!pid) return Fail(ErrorKind::kProcess, pid.error().message);
+        now = *pid;
+        if (now != old_pid && now != "0" && !now.empty()) return true;
+        return Fail(ErrorKind::kNotFound, "still pid " + now);
+      });
+  if (restarted) return Ok();
+  return Fail(ErrorKind::kProcess,
+              fmt::format("munged was not restarted with the new key within 30 s (its pid is "
+                          "still {}): {}",
+                          now, env.systemd.RecentLog(kMungeUnit, 3)));
+}
+
+}  // namespace
+
 Status EnsureMungeRunning(RoleEnv& env, bool changed) {
   if (auto s = EnsureUnitEnabled(env, kMungeUnit, "multi-user.target",
                                  "Slurm authenticates every message with munge");
       !s) {
     return s;
   }
+  // The restart is queued (--no-block): until systemd runs it the old munged, with the old
+  // key, still answers the check below. Its pid tells them apart.
+  std::string old_pid;
+  if (changed && !env.plan.dry_run()) {
+    if (auto pid = env.systemd.MainPid(kMungeUnit); pid && *pid != "0") old_pid = *pid;
+  }
   auto s = EnsureUnitRunning(env, kMungeUnit, changed, "the munge key changed",
                              "munged must run before any Slurm daemon");
   if (!s) return s;
   if (env.plan.dry_run()) return Ok();
   if (auto w = env.systemd.WaitActive(kMungeUnit, Duration(30000), env.clock); !w) return w;
+  if (!old_pid.empty()) {
+    if (auto w = WaitRestarted(env, old_pid); !w) return w;
+  }
   // munge -n | unmunge, through memory: proves the daemon answers with this key.
   Command encode;
   encode.argv = {"munge", "-n"};

@@ -100,11 +100,11 @@ class FakeMachine {
     auto st = fs::status(root + path, ec);
     return ec ? 0u : static_cast<unsigned>(st.permissions()) & 07777u;
   }
-  /// Argvs of the commands run, excluding the read-only systemctl is-active probes.
+  /// Argvs of the commands run, excluding the read-only systemctl is-active and show probes.
   std::vector<std::string> Changes() const {
     std::vector<std::string> out;
     for (const auto& a : runner.Argvs()) {
-      if (a.rfind("systemctl is-active", 0) == 0) continue;
+      if (a.rfind("systemctl is-active", 0) == 0 || a.rfind("systemctl show", 0) == 0) continue;
       out.push_back(a);
     }
     return out;

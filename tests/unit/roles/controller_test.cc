@@ -330,6 +330,7 @@ TEST_F(ControllerTest, RotationMakesANewKeyAndPublishesItsId) {
     if (a.rfind("systemctl is-active", 0) != 0) after.push_back(a);
   }
   EXPECT_EQ(after, (std::vector<std::string>{
+                       "systemctl show -P MainPID munge.service",  // the old munged, to wait out
                        "systemctl --no-block restart munge.service", "munge -n", "unmunge",
                        "systemctl --no-block restart slurmctld.service", "scontrol ping"}));
   EXPECT_FALSE(logs.Contains(Base64Encode(new_key)));
