@@ -1,6 +1,7 @@
 #!/bin/bash
 # The Open OnDemand service on real VMs (tests/vm/vm_lib.sh), with the kernel NFS server and
-# virtio disks: the storage, portal and worker roles on the open-ondemand image, one NIC each
+# virtio disks: the storage, portal and worker roles on the open-ondemand image (with the
+# stand-in of Open OnDemand, scenario 12), one NIC each
 # on a private bridge (10.79.1.0/24), the OneGate simulator, a CONTEXT CD per VM.
 #
 # Scenarios, in this order, each a PASS/FAIL line:
@@ -13,6 +14,18 @@
 #      a job of alice on both workers writes into her home (seen on the storage VM's disk);
 #      the timers' commands read the CD-only context (exports refresher on the storage VM,
 #      portal-following on the workers);
+#  12. the portal serves Open OnDemand: the image is built with the stand-in of OSC's `ondemand`
+#      package (vm_lib.sh's VM_OOD_STANDIN: the image build's own path from the lab's repository,
+#      signed by a key whose fingerprint is passed as a site passes OSC's; the package's
+#      update_ood_portal is tests/fakes' stand-in of the generator, and a static page stands for
+#      the dashboard). The role enabled and started Apache (OOD_PORTAL=installed, OOD_URL);
+#      HTTPS on 443 with the role's certificate and the login form; plain HTTP on any name
+#      redirected to the HTTPS name; a wrong password slowed; alice logs in with the form,
+#      reaches the dashboard, logs out; both workers' names resolve on the portal, LLMNR and
+#      mDNS off; update_ood_portal's exit codes at reconfigures: 0 (Apache not restarted), 4 (a
+#      hand-edited virtual host: ERROR, the file left, the new one beside it), 3 (the file
+#      removed: a new one, Apache restarted, READY again); ONEAPP_PORTAL_LOGIN=basic then: 401
+#      without credentials, alice admitted, the lockout after 5 failures and faillock --reset;
 #   9. the storage VM's qemu is stopped (SIGSTOP) for 33 s while a job runs: `sinfo` on the
 #      portal answers, slurmctld stays active, and after SIGCONT the job finishes and its
 #      output is in the home;
@@ -38,6 +51,7 @@ set -uo pipefail
 # shellcheck source=SCRIPTDIR/vm_lib.sh
 . "$(dirname "$0")/vm_lib.sh"
 vm_begin ood_scenarios
+VM_OOD_STANDIN=yes  # the image with the stand-in of Open OnDemand (vm_lib.sh, vm_ood_repo_up)
 
 # bob's password travels pre-hashed (openssl passwd -6 bobpass12): installed as it is.
 # shellcheck disable=SC2016  # a crypt hash: no expansion meant
@@ -199,6 +213,131 @@ if wait_until 150 journal_has_cd w1 one-hpc-follow-portal.service; then
 else fail "w1: one-hpc-follow-portal.timer's runs load the CD-only context" \
     "$(vm_ssh w1 'systemctl list-timers --all --no-pager; journalctl -b -u one-hpc-follow-portal.service -o cat --no-pager | tail -n 8')"; fi
 
+# ---- 12. the portal serves Open OnDemand (the stand-in of OSC's package) ------------------------
+# The image has the stand-in `ondemand` (tests/fakes/ondemand_repo.sh: Open OnDemand's generator
+# replaced by update-ood-portal-standin, a static page for the dashboard), installed by the
+# image build's own path (install-appliance.sh, apt-source.sh) from the lab's repository signed
+# by a key whose fingerprint was passed as a site passes OSC's. Everything around it is real:
+# the role's ood_portal.yml, certificate and login files, Debian's Apache, pwauth and PAM.
+out=$(P 'cat /etc/one-hpc/image.json; grep -h "^URIs:\|^Signed-By:" /etc/apt/sources.list.d/one-hpc-ondemand-web.sources' 2>&1)
+if grep -q '"open_ondemand": true' <<<"$out" && grep -q 'Open OnDemand 4.0.0~one-hpc-stand-in' <<<"$out" &&
+   grep -q '^URIs: http://10.0.2.2:[0-9]*/4.0/web/apt$' <<<"$out" &&
+   grep -q '^Signed-By: /usr/share/keyrings/one-hpc-ondemand-web.gpg$' <<<"$out"; then
+    pass "portal image: Open OnDemand (the stand-in, 4.0.0~one-hpc-stand-in) from the lab's repository, trusted through the pinned key alone"
+else fail "portal image: the stand-in Open OnDemand from the lab's signed repository" "$out"; fi
+ut=$(sim GET "/_sim/vms/${vm_id[portal]}/user_template")
+out=$(P 'systemctl is-enabled apache2; systemctl is-active apache2; one-hpc status' 2>&1)
+if [ "$(json_get 'd.get("OOD_PORTAL")' <<<"$ut")" = installed ] &&
+   [ "$(json_get 'd.get("OOD_URL")' <<<"$ut")" = "https://$PORTAL_IP/" ] &&
+   [ "$(sed -n 1,2p <<<"$out" | paste -sd' ')" = "enabled active" ] && grep -q 'installed' <<<"$out"; then
+    pass "portal: Apache enabled and started by the role; OneGate OOD_PORTAL=installed, OOD_URL=https://$PORTAL_IP/"
+else fail "portal: Apache enabled and started by the role, OOD_PORTAL=installed" "$ut
+$out"; fi
+out=$(P 'journalctl -b -u one-hpc-configure.service -o cat --no-pager | grep update_ood_portal' 2>&1)
+if grep -q 'wrote a new virtual host' <<<"$out"; then
+    pass "portal: the first configure ran update_ood_portal --detailed-exitcodes (3: wrote the virtual host)"
+else fail "portal: the first configure ran update_ood_portal (3)" "$out"; fi
+
+P "cat /etc/ood/ssl/$PORTAL_IP.crt" >"$work/portal.crt" 2>/dev/null
+web() {  # web URL [CURL-ARGS...]: "HTTP-code redirect-url", the body in $work/web-body
+    local url=$1; shift
+    in_ns curl -sS --max-time 30 --cacert "$work/portal.crt" -b "$work/jar" -c "$work/jar" \
+        -o "$work/web-body" -w '%{http_code} %{redirect_url}' "$@" "$url" 2>&1
+}
+rm -f "$work/jar"
+out=$(web "https://$PORTAL_IP/" -L)
+if [ "${out%% *}" = 200 ] && grep -q 'name="httpd_password"' "$work/web-body"; then
+    pass "HTTPS on 443 with the role's certificate (curl trusts only it): the front page leads to the login form"
+else fail "HTTPS on 443: the front page leads to the login form" "$out $(head -c 300 "$work/web-body")"; fi
+out=$(web "http://$PORTAL_IP/pun/sys/dashboard/" -H 'Host: another-name.example')
+if [ "$out" = "301 https://$PORTAL_IP:443/pun/sys/dashboard/" ] && ! grep -q 'It works' "$work/web-body"; then
+    pass "plain HTTP, whatever the name, is redirected to the portal's HTTPS name (never Debian's default page)"
+else fail "plain HTTP is redirected to the portal's HTTPS name" "$out $(head -c 300 "$work/web-body")"; fi
+t1=$(now_ms)
+out=$(web "https://$PORTAL_IP/one-hpc/login-check" --data-urlencode httpd_username=alice --data-urlencode httpd_password=not-hers)
+secs=$(secs_since_ms "$t1")
+if [ "$out" = "302 https://$PORTAL_IP/one-hpc/login?failed" ] && awk -v s="$secs" 'BEGIN{exit !(s >= 1.5)}'; then
+    pass "a wrong password leads back to the login form, slowed ($secs s)"
+else fail "a wrong password leads back to the login form, slowed" "$out in $secs s"; fi
+out=$(web "https://$PORTAL_IP/one-hpc/login-check" -L --data-urlencode httpd_username=alice --data-urlencode httpd_password=alicepass1)
+out2=$(web "https://$PORTAL_IP/pun/sys/dashboard/")
+if [ "${out%% *}" = 200 ] && [ "${out2%% *}" = 200 ] && grep -q "one-hpc's stand-in" "$work/web-body" &&
+   grep -q 'onehpc_session' "$work/jar"; then
+    pass "alice logs in with the form: a session cookie, and the dashboard (the stand-in's page) answers"
+else fail "alice logs in with the form and reaches the dashboard" "$out / $out2 $(head -c 300 "$work/web-body")
+$(P 'tail -n 5 /var/log/apache2/error.log' 2>&1)"; fi
+out=$(web "https://$PORTAL_IP/logout" -L)
+form=no; if grep -q 'name="httpd_password"' "$work/web-body"; then form=yes; fi
+out2=$(web "https://$PORTAL_IP/pun/sys/dashboard/")
+if [ "${out%% *}" = 200 ] && [ "$form" = yes ] && [ "$out2" = "302 https://$PORTAL_IP/one-hpc/login" ]; then
+    pass "alice logs out (/logout): the login form, and the dashboard sends to it again"
+else fail "alice logs out and the dashboard sends to the login form again" "$out / $out2"; fi
+
+# The workers' names on the portal (for /node and /rnode), never from LLMNR or mDNS.
+out=$(P "getent hosts ${wnode[w1]} ${wnode[w2]}; resolvectl status --no-pager 2>&1 | grep -m1 'Protocols:'" 2>&1)
+if grep -q "^${wip[w1]} *${wnode[w1]}$" <<<"$out" && grep -q "^${wip[w2]} *${wnode[w2]}$" <<<"$out" &&
+   grep -q -- '-LLMNR' <<<"$out" && grep -q -- '-mDNS' <<<"$out"; then
+    pass "portal: both workers' node names resolve to their addresses (/etc/hosts); LLMNR and mDNS off"
+else fail "portal: both workers' names resolve to their addresses; LLMNR and mDNS off" "$out"; fi
+
+# update_ood_portal's exit codes, at reconfigures. 0: nothing changed, Apache not restarted.
+apache_pid() { P 'systemctl show -P MainPID apache2' 2>/dev/null; }
+configured_since() {  # configured_since CURSOR: the reconfigure's journal lines after it
+    P "journalctl -u one-hpc-reconfigure.service -o cat --no-pager --after-cursor='$1'" 2>&1
+}
+reconfigure() { P 'systemctl start one-hpc-reconfigure.service' >/dev/null 2>&1; }
+cursor() { P 'journalctl -n 0 --show-cursor -q | sed -n "s/^-- cursor: //p"' 2>/dev/null; }
+pid0=$(apache_pid) c=$(cursor)
+if reconfigure && grep -q 'found the virtual host up to date' <<<"$(configured_since "$c")" &&
+   [ "$(apache_pid)" = "$pid0" ]; then
+    pass "a reconfigure with nothing changed: update_ood_portal answers 0, Apache is not restarted (pid $pid0)"
+else fail "a reconfigure with nothing changed: 0, Apache not restarted" "pid $pid0 -> $(apache_pid)
+$(configured_since "$c" | tail -n 15)"; fi
+# 4: the virtual host edited by hand; the operator switches to HTTP Basic meanwhile.
+P "echo 'ServerSignature Off' >> /etc/apache2/sites-available/ood-portal.conf"
+edited=$(P 'sha256sum < /etc/apache2/sites-available/ood-portal.conf')
+vm_forget_status portal
+c=$(cursor)
+vm_change_cd portal open-ondemand portal "ONEAPP_NFS_HOST=$STO_IP" "ONEAPP_AUTH_LOCAL_USERS=$USERS" \
+    ONEAPP_PORTAL_LOGIN=basic >/dev/null 2>&1
+status_set() {  # the portal published READY or ERROR, and no reconfigure runs any more
+    local ut
+    ut=$(sim GET "/_sim/vms/${vm_id[portal]}/user_template" 2>/dev/null) || return 1
+    [ -n "$(json_get 'd.get("READY") or d.get("ERROR") or ""' <<<"$ut")" ] &&
+        ! P 'systemctl -q is-active one-hpc-reconfigure.service' 2>/dev/null
+}
+wait_until 600 status_set  # udev starts the reconfigure on the CD's change event
+why=$(json_get 'd.get("ERROR") or ""' <<<"$(sim GET "/_sim/vms/${vm_id[portal]}/user_template")")
+if grep -q 'edited by hand' <<<"$why" && [ "$(P 'sha256sum < /etc/apache2/sites-available/ood-portal.conf')" = "$edited" ] &&
+   P 'grep -q "AuthType Basic" /etc/apache2/sites-available/ood-portal.conf.new'; then
+    pass "a virtual host edited by hand: update_ood_portal answers 4, the portal stops with an ERROR saying how to resolve it, the file is left as it is (${why:0:90}...)"
+else fail "a virtual host edited by hand: 4, an ERROR, the file left" "ERROR='$why'
+$(configured_since "$c" | tail -n 15)"; fi
+# 3: the hand-edited file removed, as the ERROR says: a new virtual host, Apache restarted.
+P 'rm /etc/apache2/sites-available/ood-portal.conf'
+pid0=$(apache_pid) c=$(cursor)
+reconfigure
+ut=$(sim GET "/_sim/vms/${vm_id[portal]}/user_template")
+if grep -q 'wrote a new virtual host' <<<"$(configured_since "$c")" && [ "$(json_get 'd.get("READY")' <<<"$ut")" = YES ] &&
+   [ -z "$(json_get 'd.get("ERROR")' <<<"$ut")" ] && [ "$(apache_pid)" != "$pid0" ]; then
+    pass "the file removed, the next reconfigure: update_ood_portal answers 3, Apache restarted, READY=YES and the ERROR erased"
+else fail "the file removed: 3, Apache restarted, READY=YES" "pid $pid0 -> $(apache_pid) $ut
+$(configured_since "$c" | tail -n 15)"; fi
+basic() {  # basic USER PASSWORD: the dashboard's HTTP code with HTTP Basic
+    printf 'user = "%s:%s"\n' "$1" "$2" | in_ns curl -sS --max-time 30 --cacert "$work/portal.crt" \
+        -o /dev/null -w '%{http_code}' -K - "https://$PORTAL_IP/pun/sys/dashboard/" 2>&1
+}
+out="$(web "https://$PORTAL_IP/pun/sys/dashboard/") $(basic alice alicepass1) $(basic alice not-hers)"
+if [ "$out" = "401  200 401" ]; then
+    pass "ONEAPP_PORTAL_LOGIN=basic (the opt-in): no credentials 401, alice's password 200, a wrong one 401"
+else fail "ONEAPP_PORTAL_LOGIN=basic: 401, 200, 401" "$out"; fi
+for i in 1 2 3 4; do basic alice "guess-$i" >/dev/null; done  # 5 failures with the one above
+out=$(basic alice alicepass1)
+P 'faillock --user alice --reset' >/dev/null 2>&1
+out="$out $(basic alice alicepass1)"
+if [ "$out" = "401 200" ]; then pass "after 5 wrong passwords alice is locked out even with the right one; faillock --reset lets her in"
+else fail "after 5 wrong passwords alice is locked out; faillock --reset lets her in" "$out"; fi
+
 # ---- 9. the NFS server paused for 33 s while a job runs ------------------------------------------
 job_state() { P "squeue -h -j $1 -o %T" 2>/dev/null; }
 running() { [ "$(job_state "$1")" = RUNNING ]; }
@@ -291,7 +430,10 @@ if wait_until 180 followed && wait_until 180 both_idle; then
 else fail "the workers follow the new portal: both idle in its sinfo" "$(P 'sinfo -N' 2>&1)"; fi
 out=$(as_alice "timeout 120 srun -N2 -D /home/alice id -un" 2>&1 | paste -sd' ')
 if [ "$out" = "alice alice" ]; then pass "srun -N2 as alice from the new portal"; else
-    fail "srun -N2 as alice from the new portal" "$out"; fi
+    fail "srun -N2 as alice from the new portal" "$out
+$(for w in w1 w2; do echo "== $w"; vm_ssh "$w" 'journalctl -b -u slurmd -u one-hpc-follow-portal.service -o short-monotonic --no-pager | tail -n 25' 2>&1; done)
+== portal2 slurmctld
+$(P 'journalctl -b -u slurmctld -o short-monotonic --no-pager | tail -n 25' 2>&1)"; fi
 # The munge key: boxed for each worker by the portal's key server, never published (the first
 # portal and the new one, every worker, every CONTEXT CD so far).
 vm_check_key_secret "$PORTAL"

@@ -27,10 +27,11 @@
 #     /usr/libexec/one-hpc/one-hpc-home-create --user alice) on the site's server, owned by
 #     her uid, mode 0700.
 #
-# The portal's login, on the portal VM with the image's apache2, pwauth and PAM stack (the virtual host
-# from tests/fakes/ood_portal_generator.h, Open OnDemand's own packages being out of the image):
-# apache2ctl -t, HTTPS with the role's certificate, alice's password admitted, a wrong one 401
-# and slowed, an unlisted local account refused, a lockout after 5 failures, faillock --reset.
+# The portal, booted from the image built without Open OnDemand (the lab's open-ondemand image):
+# Apache disabled and stopped, nothing on 443, READY=YES with OneGate's OOD_PORTAL saying
+# "absent: no Open OnDemand in this image ...", `one-hpc status` and the journal saying so;
+# pwauth root:www-data 4750. (The portal that serves Open OnDemand, its stand-in, is
+# ood_scenarios_test.sh's scenario 12.)
 #
 # Label vm-scenarios: `make test-vm` runs it, `make test` does not. Figures in
 # $ONEHPC_BINARY_DIR/ood_site_nfs-results.txt. Exit 77 (skipped) as vm_lib.sh says.
@@ -46,9 +47,7 @@ STO_IP=$NET.11 PORTAL_IP=$NET.12 SITE_IP=$NET.30
 SITE_EXPORT=/srv/homes
 HOME_NFS=("ONEAPP_HOME_NFS_ENABLED=YES" "ONEAPP_HOME_NFS_SERVER=$SITE_IP"
           "ONEAPP_HOME_NFS_EXPORT=$SITE_EXPORT")
-# HTTP Basic (the opt-in): the checks below log in with curl -u.
-PORTAL_CTX=("ONEAPP_NFS_HOST=$STO_IP" "ONEAPP_AUTH_LOCAL_USERS=alice:alicepass1" "ONEAPP_PORTAL_LOGIN=basic"
-            "${HOME_NFS[@]}")
+PORTAL_CTX=("ONEAPP_NFS_HOST=$STO_IP" "ONEAPP_AUTH_LOCAL_USERS=alice:alicepass1" "${HOME_NFS[@]}")
 
 vm_lab open-ondemand "$NET"
 
@@ -186,62 +185,25 @@ if [ -n "$uid" ] && [ "$out" = "$uid 700" ]; then
     pass "alice's home is on the site's server ($SITE_IP:$SITE_EXPORT/alice), owned by her uid $uid, mode 0700"
 else fail "alice's home is on the site's server, owned by her uid, mode 0700" "uid '$uid', stat '$out'"; fi
 
-# ---- the portal's login (HTTP Basic, ONEAPP_PORTAL_LOGIN=basic) on the image's Apache, pwauth, PAM
-# Open OnDemand's own packages are not in the image (OSC's repository is unreachable), so the
-# virtual host comes from the stand-in of its generator, run on the host with the VM's
-# ood_portal.yml; the certificate, the PAM stack, the users file and the modules are the role's.
+# ---- the portal booted from the image built without Open OnDemand ------------------------------
+# (open-ondemand-without-ood: build-image.sh --ondemand-release none). It serves Slurm, the homes
+# and its users, starts no Apache, and says why: the journal, `one-hpc status`, OneGate.
 out=$(vm_ssh portal 'stat -c "%U %G %a" /usr/sbin/pwauth' 2>&1)
 if [ "$out" = "root www-data 4750" ]; then
     pass "portal: pwauth is setuid root and executable by root and www-data only ($out)"
 else fail "portal: pwauth is root www-data 4750" "$out"; fi
-gen=$VM_BIN_DIR/tests/ood-portal-generator-standin
-if vm_ssh portal 'cat /etc/ood/config/ood_portal.yml' 2>/dev/null |
-       "$gen" '*' /var/www/ood-test >"$work/ood-portal.conf" &&
-   vm_ssh portal 'cat > /etc/apache2/sites-available/ood-portal.conf' <"$work/ood-portal.conf" &&
-   out=$(vm_ssh portal 'mkdir -p /var/www/ood-test/pun/sys/dashboard &&
-           echo one-hpc portal VM page > /var/www/ood-test/pun/sys/dashboard/index.html &&
-           a2ensite -q ood-portal && apache2ctl -t 2>&1 && systemctl start apache2 &&
-           useradd -m mallory && echo mallory:Mallory-4242 | chpasswd' 2>&1); then
-    pass "portal: apache2ctl -t accepts the virtual host built from the role's ood_portal.yml; apache2 started"
-else fail "portal: apache2ctl -t accepts the virtual host; apache2 started" "$out
-$(cat "$work/ood-portal.conf")
-$(vm_ssh portal 'journalctl -b -u apache2 -o cat --no-pager | tail -n 20' 2>&1)"; fi
-vm_ssh portal "cat /etc/ood/ssl/$PORTAL_IP.crt" >"$work/portal.crt" 2>/dev/null
-login() {  # login USER PASSWORD: "HTTP-code seconds" of the dashboard's URL (credentials on stdin)
-    local t0 code
-    t0=$(now_ms)
-    if [ -n "$1" ]; then
-        code=$(printf 'user = "%s:%s"\n' "$1" "$2" |
-               in_ns curl -sS --max-time 30 --cacert "$work/portal.crt" -o "$work/login-body" \
-                   -w '%{http_code}' -K - "https://$PORTAL_IP/pun/sys/dashboard/" 2>&1)
-    else
-        code=$(in_ns curl -sS --max-time 30 --cacert "$work/portal.crt" -o "$work/login-body" \
-                   -w '%{http_code}' "https://$PORTAL_IP/pun/sys/dashboard/" 2>&1)
-    fi
-    echo "$code $(secs_since_ms "$t0")"
-}
-read -r code _ < <(login "" "")
-if [ "$code" = 401 ]; then
-    pass "HTTPS on the portal answers with /etc/ood/ssl/$PORTAL_IP.crt (curl trusts only it); no credentials: 401"
-else fail "HTTPS answers with the role's certificate; no credentials: 401" "$code"; fi
-read -r code _ < <(login alice alicepass1)
-if [ "$code" = 200 ] && grep -q 'one-hpc portal VM page' "$work/login-body"; then
-    pass "alice (ONEAPP_AUTH_LOCAL_USERS) logs in with her password"
-else fail "alice logs in with her password" "$code
-$(vm_ssh portal 'tail -n 5 /var/log/apache2/error.log' 2>&1)"; fi
-read -r code secs < <(login alice not-her-password)
-if [ "$code" = 401 ] && awk -v s="$secs" 'BEGIN{exit !(s >= 1.5)}'; then
-    pass "a wrong password gets 401, slowed ($secs s)"
-else fail "a wrong password gets 401, slowed (>= 1.5 s)" "$code in $secs s"; fi
-read -r code _ < <(login mallory Mallory-4242)
-if [ "$code" = 401 ]; then pass "mallory, a local account not in the list, is refused with her password"
-else fail "an unlisted local account is refused" "$code"; fi
-for i in 1 2 3 4; do login alice "guess-$i" >/dev/null; done  # 5 failures with the one above
-read -r code _ < <(login alice alicepass1)
-if [ "$code" = 401 ]; then pass "after 5 wrong passwords alice is locked out, even with the right one"
-else fail "after 5 wrong passwords alice is locked out" "$code"; fi
-vm_ssh portal 'faillock --user alice --reset' >/dev/null 2>&1
-read -r code _ < <(login alice alicepass1)
-if [ "$code" = 200 ]; then pass "faillock --user alice --reset lets her in again"
-else fail "faillock --reset lets alice in again" "$code"; fi
+ut=$(sim GET "/_sim/vms/${vm_id[portal]}/user_template")
+oodp=$(json_get 'd.get("OOD_PORTAL") or ""' <<<"$ut")
+out=$(vm_ssh portal 'cat /etc/one-hpc/image.json; systemctl is-enabled apache2; systemctl is-active apache2; ss -Htln "sport = :443" | wc -l' 2>&1)
+if grep -q '"open_ondemand": false' <<<"$out" && grep -qx disabled <<<"$out" && grep -qx inactive <<<"$out" &&
+   [ "$(tail -n1 <<<"$out")" = 0 ] && [ "$(json_get 'd.get("READY")' <<<"$ut")" = YES ] &&
+   [[ $oodp == "absent: no Open OnDemand in this image (without Open OnDemand);"* ]] &&
+   [ -z "$(json_get 'd.get("OOD_URL") or ""' <<<"$ut")" ]; then
+    pass "portal without Open OnDemand: Apache disabled and stopped, nothing on 443, READY=YES with OOD_PORTAL='$oodp' and no OOD_URL"
+else fail "portal without Open OnDemand: no Apache, OOD_PORTAL=absent: ..." "OOD_PORTAL='$oodp'
+$out"; fi
+out=$(vm_ssh portal 'one-hpc status 2>&1 | grep -i "no Open OnDemand"; journalctl -b -o cat --no-pager -t one-hpc | grep -m1 "no Open OnDemand in this image"' 2>&1)
+if [ "$(grep -c 'no Open OnDemand in this image' <<<"$out")" -ge 2 ]; then
+    pass "portal without Open OnDemand: one-hpc status and the journal say so"
+else fail "portal without Open OnDemand: one-hpc status and the journal say so" "$out"; fi
 vm_report

@@ -27,7 +27,7 @@
 # network namespace with its bridge and taps, the work directory (consoles and logs are copied
 # to $ONEHPC_BINARY_DIR/<test>-logs first). Nothing it did not start is touched.
 #
-# Use:  . vm_lib.sh; vm_begin NAME; vm_lab APPLIANCE 10.79.N (or its steps: vm_deb;
+# Use:  . vm_lib.sh; vm_begin NAME; [VM_OOD_STANDIN=yes;] vm_lab APPLIANCE 10.79.N (or its steps: vm_deb;
 #       vm_base_image; vm_pick_accel; vm_image; vm_net_up; vm_service); vm_new ...; vm_boot ...;
 #       vm_wait_ready ...;
 #       pass/fail ...; vm_result KEY VALUE; vm_report.
@@ -40,7 +40,7 @@ VM_BIN_DIR=${ONEHPC_BINARY_DIR:-$VM_SRC/build}
 PY=/usr/bin/python3
 [ -x "$PY" ] || PY=python3
 
-vm_test="" work="" ns="" net="" sim_pid="" watchdog_pid="" accel="" accel_why=""
+vm_test="" work="" ns="" net="" sim_pid="" watchdog_pid="" accel="" accel_why="" repo_pid=""
 ready_timeout=900 image="" deb="" base="" base_seconds="" build_seconds="" service_id=""
 passed=0 failed=0 test_t0=$(date +%s)
 declare -A qemu_pid=() vm_id=() vm_token=() vm_ip=() vm_mac=() vm_tap=() boot_ms=() ready_seconds=()
@@ -122,6 +122,7 @@ vm_cleanup() {
         if kill -0 "$pid" 2>/dev/null; then kill -KILL "$pid" 2>/dev/null; fi
     done
     if [ -n "$sim_pid" ] && kill -0 "$sim_pid" 2>/dev/null; then kill -TERM "$sim_pid"; fi
+    vm_ood_repo_down
     wait 2>/dev/null
     if [ -n "$ns" ] && ip netns list | grep -qw "$ns"; then ip netns del "$ns"; fi
     [ -n "$work" ] || return 0
@@ -172,7 +173,7 @@ vm_deb() {
         deb=$ONEHPC_DEB
     else
         log "building the .deb in $VM_BIN_DIR"
-        cmake --build "$VM_BIN_DIR" --target one-hpc onegate-sim ood-portal-generator-standin -j2 >"$work/deb.log" 2>&1 &&
+        cmake --build "$VM_BIN_DIR" --target one-hpc onegate-sim update-ood-portal-standin -j2 >"$work/deb.log" 2>&1 &&
             (cd "$VM_BIN_DIR" && cpack -G DEB >>"$work/deb.log" 2>&1)
         deb=$(find "$VM_BIN_DIR" -maxdepth 1 -name 'one-hpc_*.deb' -printf '%T@ %p\n' | sort -rn |
               head -n1 | cut -d' ' -f2-)
@@ -183,8 +184,8 @@ vm_deb() {
     # This test's own copy: a test running beside it may run cpack again meanwhile.
     cp "$deb" "$work/$(basename "$deb")" && deb=$work/$(basename "$deb")
     if [ ! -x "$VM_BIN_DIR/tests/onegate-sim" ] ||
-       [ ! -x "$VM_BIN_DIR/tests/ood-portal-generator-standin" ]; then
-        cmake --build "$VM_BIN_DIR" --target onegate-sim ood-portal-generator-standin -j2 >/dev/null 2>&1
+       [ ! -x "$VM_BIN_DIR/tests/update-ood-portal-standin" ]; then
+        cmake --build "$VM_BIN_DIR" --target onegate-sim update-ood-portal-standin -j2 >/dev/null 2>&1
     fi
 }
 
@@ -232,79 +233,156 @@ vm_pick_accel() {
 
 # vm_image APPLIANCE (oneslurm|open-ondemand): the appliance image into $image, from the cache
 # when nothing that goes into it changed, else built by Packer (and cached) from the
-# appliance's packages layer (vm_packages_layer), as `make image` builds it.
+# appliance's packages layer (vm_packages_layer), as `make image` builds it. With
+# VM_OOD_STANDIN=yes (set before vm_lab), the open-ondemand image is the one with Open OnDemand,
+# installed by the build's own path from the lab's stand-in of OSC's repository (vm_ood_repo_up).
 vm_image() {
-    local appliance=$1 key cached layer
+    local appliance=$1 variant key cached layer
     if [ -n "${ONEHPC_KVM_IMAGE:-}" ]; then
         image=$ONEHPC_KVM_IMAGE build_seconds="(reused $image)"
         return 0
     fi
+    variant=$(vm_variant "$appliance")
     # The .deb by what it installs (file contents and maintainer scripts), not by its bytes:
     # a rebuild with the same content has new timestamps.
     key=$({ dpkg-deb --fsys-tarfile "$deb" | tar -xO; dpkg-deb --ctrl-tarfile "$deb" | tar -xO
             vm_image_inputs; } | sha256sum | cut -c1-16)
-    cached=$vm_cache/$appliance-$key.qcow2
+    cached=$vm_cache/$variant-$key.qcow2
     if [ -s "$cached" ]; then
-        image=$cached build_seconds="(cached $appliance-$key)"
-        pass "the $appliance image, cached: nothing that goes into it changed ($cached)"
+        image=$cached build_seconds="(cached $variant-$key)"
+        pass "the $variant image, cached: nothing that goes into it changed ($cached)"
         return 0
     fi
     vm_packages_layer "$appliance"
-    log "building the $appliance image with Packer on its packages layer"
+    log "building the $variant image with Packer on its packages layer"
+    vm_ood_repo_up
     # shellcheck disable=SC2046  # vm_build_args: words
     if PKR_VAR_cpus=$vm_cpus bash "$VM_SRC/image-build/build-image.sh" --appliance "$appliance" --base "$layer" --deb "$deb" \
            --output "$work/image" --packer-log "$work/packer.log" --accel "$accel" $(vm_build_args "$appliance") \
            >"$work/build.log" 2>&1; then
+        vm_ood_repo_down
         build_seconds=$(sed -n 's/^build_seconds=//p' "$work/image/build-stats")
-        pass "packer build of the $appliance image on its packages layer (${build_seconds} s)"
-        # One cached image per appliance (named by a 16-digit key, unlike the layers): the new
+        pass "packer build of the $variant image on its packages layer (${build_seconds} s)"
+        # One cached image per variant (named by a 16-digit key, unlike the layers): the new
         # one replaces the old (atomically).
-        rm -f "$vm_cache/$appliance"-????????????????.qcow2
+        rm -f "$vm_cache/$variant"-????????????????.qcow2
         cp "$work/image/$(vm_image_file "$appliance")" "$cached.tmp" && mv "$cached.tmp" "$cached"
         image=$cached
     else
-        fail "packer build of the $appliance image" "$(tail -n 40 "$work/build.log")"; vm_abort
+        vm_ood_repo_down
+        fail "packer build of the $variant image" "$(tail -n 40 "$work/build.log")"; vm_abort
     fi
-    vm_result "${appliance//-/_}_image_bytes" "$(du -b "$image" | cut -f1)"
+    vm_result "${variant//-/_}_image_bytes" "$(du -b "$image" | cut -f1)"
 }
 
-# What goes into an image besides the .deb: the install steps, the Packer files, the base.
+# What goes into an image besides the .deb: the install steps, the Packer files, the base (and
+# for the stand-in of Open OnDemand, its sources).
 vm_image_inputs() {
     cat "$VM_SRC/image-build/install-appliance.sh" "$VM_SRC/image-build/apt-source.sh" \
         "$VM_SRC/image-build/appliance.pkr.hcl" "$VM_SRC/image-build/build-image.sh" \
         "$VM_SRC/image-build/lib.sh" "$base.stamp"
+    if [ "${VM_OOD_STANDIN:-}" = yes ]; then
+        cat "$VM_SRC/tests/fakes/ondemand_repo.sh" "$VM_SRC/tests/fakes/ood_portal_generator.h" \
+            "$VM_SRC/tests/fakes/ood_portal_generator_main.cc"
+    fi
+}
+
+# The name of what vm_image builds, in the cache and the results: the appliance, or
+# open-ondemand-standin for the image with the stand-in of Open OnDemand.
+vm_variant() {
+    if [ "$1" = open-ondemand ] && [ "${VM_OOD_STANDIN:-}" = yes ]; then echo open-ondemand-standin; else echo "$1"; fi
 }
 
 # OSC's repository is out of reach here: the lab's Open OnDemand appliance is the image built
-# without Open OnDemand (build-image.sh --ondemand-release none), which is named so.
-vm_build_args() { if [ "$1" = open-ondemand ]; then echo "--ondemand-release none"; fi; }
+# without Open OnDemand (build-image.sh --ondemand-release none), which is named so, or, with
+# VM_OOD_STANDIN=yes, the image built with release 4.0 from the lab's stand-in repository.
+vm_build_args() {
+    if [ "$1" != open-ondemand ]; then return 0; fi
+    if [ "${VM_OOD_STANDIN:-}" = yes ]; then echo "--ondemand-release 4.0"; else echo "--ondemand-release none"; fi
+}
 vm_image_file() {
-    if [ "$1" = open-ondemand ]; then echo open-ondemand-without-ood.qcow2; else echo "$1.qcow2"; fi
+    if [ "$1" = open-ondemand ] && [ "${VM_OOD_STANDIN:-}" != yes ]; then echo open-ondemand-without-ood.qcow2
+    else echo "$1.qcow2"; fi
+}
+
+# vm_ood_repo_up: with VM_OOD_STANDIN=yes, the stand-in of OSC's repository for the image
+# build: a key pair made here, the stand-in `ondemand` package (tests/fakes/ondemand_repo.sh,
+# with update-ood-portal-standin) in an apt repository signed by it under
+# <root>/4.0/web/apt and the public key at <root>/key.asc, served over HTTP on the host's
+# loopback, which Packer's VM reaches at 10.0.2.2 (qemu's user network). The build gets them as a
+# site passes OSC's: PKR_VAR_ondemand_repo, _key_url and _key_fingerprint (no Node.js repository:
+# the stand-in needs none). Cached beside the layers, so that the layer and the image trust
+# the same key.
+vm_ood_repo_up() {
+    local root fpr port
+    [ "${VM_OOD_STANDIN:-}" = yes ] || return 0
+    root=$vm_cache/ondemand-standin-repo
+    if [ ! -s "$root/fingerprint" ] ||
+       ! cmp -s "$VM_BIN_DIR/tests/update-ood-portal-standin" "$root/update_ood_portal"; then
+        rm -rf "$root" && mkdir -p "$root/gnupg" && chmod 0700 "$root/gnupg"
+        fpr=$(GNUPGHOME=$root/gnupg bash -c '
+            gpg --batch --quiet --passphrase "" --quick-gen-key "one-hpc lab <lab@example.org>" ed25519 sign never 2>/dev/null
+            gpg --batch --with-colons --list-keys lab@example.org 2>/dev/null | awk -F: "\$1 == \"fpr\" {print \$10; exit}"')
+        # shellcheck source=SCRIPTDIR/../fakes/ondemand_repo.sh
+        if [ ${#fpr} -eq 40 ] &&
+           GNUPGHOME=$root/gnupg gpg --batch --armor --export "$fpr" >"$root/key.asc" &&
+           (. "$VM_SRC/tests/fakes/ondemand_repo.sh" && GNUPGHOME=$root/gnupg \
+                ondemand_repo "$root/4.0/web/apt" "$fpr" "$VM_BIN_DIR/tests/update-ood-portal-standin") \
+               >"$work/ondemand-repo.log" 2>&1; then
+            cp "$VM_BIN_DIR/tests/update-ood-portal-standin" "$root/update_ood_portal"
+            echo "$fpr" >"$root/fingerprint"
+        else
+            GNUPGHOME=$root/gnupg gpgconf --kill gpg-agent 2>/dev/null
+            fail "the stand-in of OSC's repository" "$(cat "$work/ondemand-repo.log" 2>/dev/null)"; vm_abort
+        fi
+        GNUPGHOME=$root/gnupg gpgconf --kill gpg-agent 2>/dev/null
+    fi
+    fpr=$(cat "$root/fingerprint")
+    "$PY" -c '
+import functools, http.server, sys
+h = functools.partial(http.server.SimpleHTTPRequestHandler, directory=sys.argv[1])
+s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), h)
+print(s.server_address[1], flush=True)
+s.serve_forever()' "$root" >"$work/ondemand-repo.port" 2>"$work/ondemand-repo-http.log" &
+    repo_pid=$!
+    for _ in $(seq 50); do [ -s "$work/ondemand-repo.port" ] && break; sleep 0.1; done
+    port=$(head -n1 "$work/ondemand-repo.port")
+    [ -n "$port" ] || { fail "the stand-in repository is served" "$(cat "$work/ondemand-repo-http.log")"; vm_abort; }
+    export PKR_VAR_ondemand_repo=http://10.0.2.2:$port PKR_VAR_ondemand_key_url=http://10.0.2.2:$port/key.asc \
+           PKR_VAR_ondemand_key_fingerprint=$fpr PKR_VAR_nodejs_repo=
+    pass "the stand-in of OSC's repository, signed by the lab's key $fpr, served on 127.0.0.1:$port"
+}
+vm_ood_repo_down() {
+    if [ -n "$repo_pid" ]; then kill "$repo_pid" 2>/dev/null; wait "$repo_pid" 2>/dev/null; repo_pid=""; fi
 }
 
 # vm_packages_layer APPLIANCE: the appliance's packages layer (build-image.sh --packages-only:
 # the role packages on the base image) into $layer, cached while vm_image_inputs are the same.
 vm_packages_layer() {
-    local appliance=$1 key layer_seconds
-    key=$({ echo "$appliance"; vm_image_inputs; } | sha256sum | cut -c1-16)
-    layer=$vm_cache/$appliance-packages-$key.qcow2
+    local appliance=$1 variant key layer_seconds
+    variant=$(vm_variant "$appliance")
+    key=$({ echo "$variant"; vm_image_inputs; } | sha256sum | cut -c1-16)
+    layer=$vm_cache/$variant-packages-$key.qcow2
     if [ -s "$layer" ]; then
-        pass "the $appliance packages layer, cached ($layer)"
+        pass "the $variant packages layer, cached ($layer)"
         return 0
     fi
-    log "building the $appliance packages layer with Packer"
+    log "building the $variant packages layer with Packer"
+    vm_ood_repo_up
     # shellcheck disable=SC2046  # vm_build_args: words
     if PKR_VAR_cpus=$vm_cpus bash "$VM_SRC/image-build/build-image.sh" --appliance "$appliance" --base "$base" --packages-only \
            --output "$work/layer" --packer-log "$work/packer-layer.log" --accel "$accel" $(vm_build_args "$appliance") \
            >"$work/build-layer.log" 2>&1; then
+        vm_ood_repo_down
         layer_seconds=$(sed -n 's/^build_seconds=//p' "$work/layer/build-stats")
-        pass "packer build of the $appliance packages layer (${layer_seconds} s)"
-        vm_result "${appliance//-/_}_packages_layer_build_seconds" "$layer_seconds"
-        rm -f "$vm_cache/$appliance"-packages-*.qcow2
+        pass "packer build of the $variant packages layer (${layer_seconds} s)"
+        vm_result "${variant//-/_}_packages_layer_build_seconds" "$layer_seconds"
+        rm -f "$vm_cache/$variant"-packages-*.qcow2
         mv "$work/layer/$(vm_image_file "$appliance")" "$layer.tmp" && mv "$layer.tmp" "$layer"
         rm -rf "$work/layer"
     else
-        fail "packer build of the $appliance packages layer" "$(tail -n 40 "$work/build-layer.log")"; vm_abort
+        vm_ood_repo_down
+        fail "packer build of the $variant packages layer" "$(tail -n 40 "$work/build-layer.log")"; vm_abort
     fi
 }
 
