@@ -175,22 +175,19 @@ namespace {
 
 // Polls munged's MainPID until the restart replaced the process `old_pid` (30 s at most).
 Status WaitRestarted(RoleEnv& env, const std::string& old_pid) {
-  std::string now = old_pid;
   auto restarted = Retry<bool>(
       RetryPolicy::Until(Duration(30000)), env.clock, "munged restarting",
       [](const Error& e) { return e.kind == ErrorKind::kNotFound; },
       [&]() -> Result<bool> {
         auto pid = env.systemd.MainPid(kMungeUnit);
         if (!pid) return Fail(ErrorKind::kProcess, pid.error().message);
-        now = *pid;
-        if (now != old_pid && now != "0" && !now.empty()) return true;
-        return Fail(ErrorKind::kNotFound, "still pid " + now);
+        if (*pid != old_pid && *pid != "0" && !pid->empty()) return true;
+        return Fail(ErrorKind::kNotFound, "its pid is still " + *pid);
       });
   if (restarted) return Ok();
   return Fail(ErrorKind::kProcess,
-              fmt::format("munged was not restarted with the new key within 30 s (its pid is "
-                          "still {}): {}",
-                          now, env.systemd.RecentLog(kMungeUnit, 3)));
+              fmt::format("munged was not restarted with the new key within 30 s ({}): {}",
+                          restarted.error().message, env.systemd.RecentLog(kMungeUnit, 3)));
 }
 
 }  // namespace

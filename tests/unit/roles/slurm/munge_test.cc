@@ -71,7 +71,7 @@ TEST_F(MungeRestartTest, ADaemonThatIsNeverReplacedIsAnError) {
   auto s = Run(true);
   ASSERT_FALSE(s);
   EXPECT_THAT(s.error().message, HasSubstr("munged was not restarted with the new key"));
-  EXPECT_THAT(s.error().message, HasSubstr("still 100"));
+  EXPECT_THAT(s.error().message, HasSubstr("its pid is still 100"));
   EXPECT_EQ(First("munge -n"), -1);  // no check against the old daemon
 }
 
