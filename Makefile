@@ -104,7 +104,7 @@ demo: deps
 	BOOTLAB_CACHE=$(LAB_CACHE) ONEHPC_BINARY_DIR=$(abspath $(BUILD)) \
 	  bash tests/lab/lab_lifecycle_test.sh --demo
 
-# Reconcile cost with 10, 100 and 1000 simulated workers (tests/bench/reconcile_bench.sh). Root.
+# Reconcile, elastic-read and join cost with 10, 100 and 1000 simulated workers (tests/bench/reconcile_bench.sh). Root.
 bench:
 	@if [ "$$(id -u)" != 0 ]; then echo "make bench runs slurmctld in a network namespace: it needs root"; exit 1; fi
 	$(CONFIGURE)

@@ -539,13 +539,9 @@ int CmdKeyServe(const CommonOptions& options) {
       log::Error("key-serve: OneGate is not configured: {}", onegate.error().message);
       return slurm::RetryAnswer("the controller has no OneGate");
     }
-    // Read with this VM's own token: the document of this VM's own service.
-    auto service = (*onegate)->GetService(/*extended=*/true);
-    if (!service) {
-      log::Error("key-serve: cannot read the service from OneGate: {}", service.error().message);
-      return slurm::RetryAnswer("the controller cannot read its service from OneGate now");
-    }
-    return slurm::AnswerKeyRequest(*request, *peer, *service, slurm::kWorkerRole, secrets);
+    // With this VM's own token: OneGate shows only a VM of this VM's own service; one VM's
+    // document, whatever the size of the service.
+    return slurm::DecideKeyRequest(**onegate, *request, *peer, slurm::kWorkerRole, secrets);
   }();
   if (answer.granted) {
     log::Info("key-serve: {}", answer.log);

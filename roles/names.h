@@ -72,6 +72,8 @@ inline constexpr char kMungeKeyMarkerPath[] = "/etc/munge/one-hpc-key-generated"
 /// The key server's box key pair (controller, portal) and a worker's (0600 root).
 inline constexpr char kKeyServerKeyPath[] = "/var/lib/one-hpc/key-server.key";
 inline constexpr char kWorkerBoxKeyPath[] = "/var/lib/one-hpc/worker-box.key";
+/// A worker's controller VM id, found at its last join: the next pass reads that VM alone.
+inline constexpr char kControllerVmIdFile[] = "/var/lib/one-hpc/controller-vm-id";
 /// What `one-hpc key-serve` reads instead of the CONTEXT CD-ROM: this VM's ONEGATE_ENDPOINT,
 /// VMID and OneGate token in the context file format, root 0600, written by configure at every
 /// boot (/run is emptied at boot). A connection then costs no disk probe and no CD mount.

@@ -141,6 +141,70 @@ Result<slurm::MungeKeyState> ObtainMungeKey(RoleEnv& env, const ControllerInfo& 
   return slurm::InstallMungeKey(env, key);
 }
 
+// The controller's VM id this worker found last (kControllerVmIdFile), -1 when none or
+// unreadable (then the role is read).
+int KnownControllerVmId(const Files& files) {
+  auto text = files.ReadIfExists(slurm::kControllerVmIdFile);
+  if (!text || !text->has_value()) return -1;
+  std::string id = **text;
+  while (!id.empty() && (id.back() == '\n' || id.back() == ' ')) id.pop_back();
+  return AllDigits(id) ? std::stoi(id) : -1;
+}
+
+// Two VMs under one name would share one Slurm node: jobs sent to the wrong VM, and one VM's
+// shutdown removing the other's node. One extended read of the service.
+Status CheckNameIsFree(OneGateClient& onegate, const std::string& name, int own_vm_id) {
+  auto service = onegate.GetService(/*extended=*/true);
+  if (!service) {
+    return Fail(service.error().WithContext("reading which names the service's VMs publish"));
+  }
+  for (const auto& role : service->roles) {
+    for (const auto& node : role.nodes) {
+      if (node.vm_id == own_vm_id || !node.vm || node.vm->Attr(slurm::kAttrNodeName) != name) {
+        continue;
+      }
+      return Fail(ErrorKind::kInvalidInput,
+                  "the Slurm node name " + name + " is already published by VM " +
+                      std::to_string(node.vm_id) +
+                      " of this service: every worker needs its own name (leave SET_HOSTNAME "
+                      "empty on a role with several VMs: each is then named after its VM id)");
+    }
+  }
+  return Ok();
+}
+
+// The ready controller (DiscoverController, from the VM found last when it still is one), the
+// node name checked free, the controller's VM id remembered for the next pass.
+Result<ControllerInfo> FindController(RoleEnv& env, const JoinSetup& setup, int vm_id) {
+  // In a dry run one look is enough: `one-hpc plan` must not wait for minutes.
+  // A follow tick looks once too: the next tick looks again.
+  RetryPolicy policy =
+      env.plan.dry_run() || setup.once
+          ? RetryPolicy::Once()
+          : RetryPolicy::Until(setup.timeout, Duration(1000), Duration(15000), 0.3);
+  Discovery discovery;
+  discovery.controller_role = setup.controller_role;
+  discovery.known_vm_id = KnownControllerVmId(env.files);
+  auto ctl = DiscoverController(*env.onegate, discovery, policy, env.clock);
+  if (!ctl) {
+    return Fail(ctl.error().WithContext("cannot find a ready Slurm controller through OneGate"));
+  }
+  log::Info("worker: controller {} at {} (VM {})", ctl->host, ctl->addr, ctl->vm_id);
+  // A name of the operator's (SET_HOSTNAME) may be taken by another VM of the role; a name
+  // after this VM's id cannot be (WorkerNodeName). Checked when the node joins, not at every
+  // follow pass: it is the one read of every VM of the service.
+  if (!setup.once && !env.Var("SET_HOSTNAME").empty()) {
+    if (auto s = CheckNameIsFree(*env.onegate, setup.node_name, vm_id); !s) return Fail(s.error());
+  }
+  if (auto s =
+          EnsureFile(env, slurm::kControllerVmIdFile, std::to_string(ctl->vm_id) + "\n", 0644,
+                     std::nullopt, "the controller's VM id: the next pass reads that VM alone");
+      !s) {
+    return Fail(s.error());
+  }
+  return ctl;
+}
+
 }  // namespace
 
 Result<ControllerInfo> JoinSlurmCluster(RoleEnv& env, const JoinSetup& setup) {
@@ -155,26 +219,8 @@ Result<ControllerInfo> JoinSlurmCluster(RoleEnv& env, const JoinSetup& setup) {
   const std::string* name = &setup.node_name;
   const Duration timeout = setup.timeout;
 
-  // In a dry run one look is enough: `one-hpc plan` must not wait for minutes.
-  // A follow tick looks once too: the next tick looks again.
-  RetryPolicy policy = env.plan.dry_run() || setup.once
-                           ? RetryPolicy::Once()
-                           : RetryPolicy::Until(timeout, Duration(1000), Duration(15000), 0.3);
-  auto ctl =
-      DiscoverController(*env.onegate, std::stoi(vmid), policy, env.clock, setup.controller_role);
-  if (!ctl) {
-    return Fail(ctl.error().WithContext("cannot find a ready Slurm controller through OneGate"));
-  }
-  log::Info("worker: controller {} at {} (VM {})", ctl->host, ctl->addr, ctl->vm_id);
-  if (auto other = ctl->names_of_others.find(*name); other != ctl->names_of_others.end()) {
-    // Two VMs under one name would share one Slurm node: jobs sent to the wrong VM, and one
-    // VM's shutdown removing the other's node.
-    return Fail(ErrorKind::kInvalidInput,
-                "the Slurm node name " + *name + " is already published by VM " +
-                    std::to_string(other->second) +
-                    " of this service: every worker needs its own name (leave SET_HOSTNAME "
-                    "empty on a role with several VMs: each is then named after its VM id)");
-  }
+  auto ctl = FindController(env, setup, std::stoi(vmid));
+  if (!ctl) return Fail(ctl.error());
   auto own = host::SelectWorkerAddress(ctl->addr, ctl->nics, ctl->own_nics, env.context.vars);
   if (!own) return Fail(own.error());
   log::Info("worker: node {} on address {} ({})", *name, own->ip, own->how);
@@ -328,93 +374,74 @@ Result<ControllerInfo> JoinSlurmCluster(RoleEnv& env, const JoinSetup& setup) {
 }
 
 Result<std::string> WorkerNodeName(const ContextVars& vars, const std::string& prefix) {
-  auto it = vars.find("SET_HOSTNAME");
-  if (it != vars.end() && !it->second.empty()) return host::ShortNameFromSetHostname(it->second);
   auto vmid = vars.find("VMID");
-  if (vmid == vars.end() || !AllDigits(vmid->second)) {
+  const std::string own_id = vmid == vars.end() ? "" : vmid->second;
+  auto it = vars.find("SET_HOSTNAME");
+  if (it != vars.end() && !it->second.empty()) {
+    auto name = host::ShortNameFromSetHostname(it->second);
+    if (!name) return name;
+    // <prefix><VM id> names that VM's node: no other VM may take it, so that a name of that
+    // form is unique without reading every VM of the service (IsOperatorNodeName).
+    if (name->rfind(prefix, 0) == 0 && AllDigits(name->substr(prefix.size())) &&
+        name->substr(prefix.size()) != own_id) {
+      return Fail(ErrorKind::kInvalidInput,
+                  "SET_HOSTNAME='" + it->second + "' gives the Slurm node name " + *name +
+                      ", the name of VM " + name->substr(prefix.size()) + "'s node (" + prefix +
+                      "<VM id>); expected another name, or SET_HOSTNAME "
+                      "empty (this VM is then named " +
+                      prefix + own_id + ")");
+    }
+    return name;
+  }
+  if (!AllDigits(own_id)) {
     return Fail(ErrorKind::kInvalidInput, "VMID is missing or not a VM id (set TOKEN=YES)");
   }
-  return prefix + vmid->second;
+  return prefix + own_id;
 }
 
-Result<ControllerInfo> ControllerFromService(const ServiceInfo& service, int own_vm_id,
-                                             const std::string& controller_role) {
+Result<ControllerInfo> ControllerFromVm(const VmInfo& vm, const std::string& controller_role) {
+  const std::string id = std::to_string(vm.id);
+  // A controller powered off, stopped or gone may still show READY=YES: never join it.
+  if (vm.state != kVmStateActive) {
+    return Fail(ErrorKind::kNotFound, id + " (not ACTIVE: state " + std::to_string(vm.state) + ")");
+  }
+  std::vector<std::string> missing;
+  if (vm.Attr(slurm::kAttrReady) != "YES") missing.push_back("READY=YES");
+  for (const char* attr : {slurm::kAttrControllerAddr, slurm::kAttrControllerHost,
+                           slurm::kAttrKeyServerPublicKey, slurm::kAttrMungeKeyId}) {
+    if (vm.Attr(attr).empty()) missing.push_back(attr);
+  }
+  if (!missing.empty()) return Fail(ErrorKind::kNotFound, id + " (missing " + Join(missing) + ")");
+  const std::string where = " published by " + controller_role + " VM " + id;
+  auto server_key = slurm::DecodePublicKey(vm.Attr(slurm::kAttrKeyServerPublicKey),
+                                           slurm::kAttrKeyServerPublicKey);
+  if (!server_key) {
+    return Fail(server_key.error().WithContext("published by " + controller_role + " VM " + id));
+  }
+  auto key_id = PublishedHexId(vm, slurm::kAttrMungeKeyId, false, where);
+  if (!key_id) return Fail(key_id.error());
+  auto conf_id = PublishedHexId(vm, slurm::kAttrSlurmConfId, true, where);
+  if (!conf_id) return Fail(conf_id.error());
+  std::string addr = vm.Attr(slurm::kAttrControllerAddr);
+  if (!host::ParseIpv4(addr)) {
+    return Fail(ErrorKind::kInvalidInput, std::string(slurm::kAttrControllerAddr) + "='" + addr +
+                                              "'" + where + " is not an IPv4 address");
+  }
+  std::string host = vm.Attr(slurm::kAttrControllerHost);
+  if (!host::IsValidHostLabel(host)) {
+    return Fail(ErrorKind::kInvalidInput, std::string(slurm::kAttrControllerHost) + "='" + host +
+                                              "'" + where + " is not a host name");
+  }
   ControllerInfo info;
-  for (const auto& role : service.roles) {
-    for (const auto& node : role.nodes) {
-      if (node.vm_id == own_vm_id && node.vm) {
-        info.own_nics = node.vm->nics;
-        info.own_published_name = node.vm->Attr(slurm::kAttrNodeName);
-        info.own_published_key = node.vm->Attr(slurm::kAttrWorkerPublicKey);
-      } else if (node.vm && !node.vm->Attr(slurm::kAttrNodeName).empty()) {
-        info.names_of_others[node.vm->Attr(slurm::kAttrNodeName)] = node.vm_id;
-      }
-    }
-  }
-  const ServiceRole* role = service.FindRole(controller_role);
-  if (role == nullptr) {
-    std::vector<std::string> names;
-    for (const auto& r : service.roles) names.push_back("'" + r.name + "'");
-    return Fail(ErrorKind::kNotFound, "service '" + service.name + "' has no role named '" +
-                                          controller_role + "' (roles: " + Join(names) + ")");
-  }
-  std::vector<std::string> waiting;
-  for (const auto& node : role->nodes) {
-    if (!node.vm) {
-      waiting.push_back(std::to_string(node.vm_id) + " (no VM details: not an extended view)");
-      continue;
-    }
-    const VmInfo& vm = *node.vm;
-    // A controller powered off, stopped or gone may still show READY=YES: never join it.
-    if (vm.state != kVmStateActive) {
-      waiting.push_back(std::to_string(node.vm_id) + " (not ACTIVE: state " +
-                        std::to_string(vm.state) + ")");
-      continue;
-    }
-    std::vector<std::string> missing;
-    if (vm.Attr(slurm::kAttrReady) != "YES") missing.push_back("READY=YES");
-    for (const char* attr : {slurm::kAttrControllerAddr, slurm::kAttrControllerHost,
-                             slurm::kAttrKeyServerPublicKey, slurm::kAttrMungeKeyId}) {
-      if (vm.Attr(attr).empty()) missing.push_back(attr);
-    }
-    if (!missing.empty()) {
-      waiting.push_back(std::to_string(node.vm_id) + " (missing " + Join(missing) + ")");
-      continue;
-    }
-    std::string where = " published by " + controller_role + " VM " + std::to_string(node.vm_id);
-    auto server_key = slurm::DecodePublicKey(vm.Attr(slurm::kAttrKeyServerPublicKey),
-                                             slurm::kAttrKeyServerPublicKey);
-    if (!server_key)
-      return Fail(server_key.error().WithContext("published by " + controller_role + " VM " +
-                                                 std::to_string(node.vm_id)));
-    auto key_id = PublishedHexId(vm, slurm::kAttrMungeKeyId, false, where);
-    if (!key_id) return Fail(key_id.error());
-    auto conf_id = PublishedHexId(vm, slurm::kAttrSlurmConfId, true, where);
-    if (!conf_id) return Fail(conf_id.error());
-    std::string addr = vm.Attr(slurm::kAttrControllerAddr);
-    if (!host::ParseIpv4(addr)) {
-      return Fail(ErrorKind::kInvalidInput, std::string(slurm::kAttrControllerAddr) + "='" + addr +
-                                                "'" + where + " is not an IPv4 address");
-    }
-    std::string host = vm.Attr(slurm::kAttrControllerHost);
-    if (!host::IsValidHostLabel(host)) {
-      return Fail(ErrorKind::kInvalidInput, std::string(slurm::kAttrControllerHost) + "='" + host +
-                                                "'" + where + " is not a host name");
-    }
-    info.vm_id = node.vm_id;
-    info.addr = addr;
-    info.host = host;
-    info.key_server_public_key = std::move(*server_key);
-    info.munge_key_id = *key_id;
-    info.slurm_conf_id = *conf_id;
-    info.nics = vm.nics;
-    info.published = vm.user_template;
-    return info;
-  }
-  return Fail(ErrorKind::kNotFound,
-              "the controller is not ready yet: " +
-                  (role->nodes.empty() ? "role '" + controller_role + "' has no VM"
-                                       : "VM " + Join(waiting)));
+  info.vm_id = vm.id;
+  info.addr = addr;
+  info.host = host;
+  info.key_server_public_key = std::move(*server_key);
+  info.munge_key_id = *key_id;
+  info.slurm_conf_id = *conf_id;
+  info.nics = vm.nics;
+  info.published = vm.user_template;
+  return info;
 }
 
 std::string OneGateRefusal(long status) {
@@ -435,9 +462,73 @@ std::string OneGateRefusal(long status) {
   }
 }
 
-Result<ControllerInfo> DiscoverController(OneGateClient& onegate, int own_vm_id,
-                                          const RetryPolicy& policy, Clock& clock,
-                                          const std::string& controller_role) {
+namespace {
+
+// OneGate refusing this VM (OneGateRefusal): a permanent failure, kInvalidInput saying why.
+Error Refused(OneGateClient& onegate, const Error& error, bool& permanent) {
+  std::string why = OneGateRefusal(onegate.last_failure().status);
+  if (why.empty()) return error;
+  permanent = true;
+  return Error{ErrorKind::kInvalidInput, error.message + ": " + why};
+}
+
+// The VM behind `vm_id` if OneGate shows it as a ready controller of the role; nullopt when it
+// is not one (any more): another role, not ready, gone from the service (OneGate answers
+// 400/404 for it). Transient failures are errors: the caller's retry waits them out.
+Result<std::optional<ControllerInfo>> ControllerAt(OneGateClient& onegate, int vm_id,
+                                                   const std::string& controller_role,
+                                                   std::string& why_not) {
+  auto vm = onegate.GetVmById(vm_id);
+  if (!vm) {
+    const long status = onegate.last_failure().status;
+    if (status != 400 && status != 404) return Fail(vm.error());
+    why_not = std::to_string(vm_id) + " (not in the service: HTTP " + std::to_string(status) + ")";
+    return std::optional<ControllerInfo>{};
+  }
+  if (vm->Attr("ROLE_NAME") != controller_role) {
+    why_not = std::to_string(vm_id) + " (ROLE_NAME '" + vm->Attr("ROLE_NAME") + "')";
+    return std::optional<ControllerInfo>{};
+  }
+  auto ctl = ControllerFromVm(*vm, controller_role);
+  if (!ctl) {
+    if (ctl.error().kind != ErrorKind::kNotFound) return Fail(ctl.error());
+    why_not = ctl.error().message;
+    return std::optional<ControllerInfo>{};
+  }
+  return std::optional<ControllerInfo>{std::move(*ctl)};
+}
+
+// The controller among the VMs of its role, oldest first: the compact service document names
+// them (a few bytes per VM of the service), then each is read alone until one is ready.
+Result<ControllerInfo> ControllerOfRole(OneGateClient& onegate, const std::string& controller_role,
+                                        bool& permanent) {
+  auto service = onegate.GetService(/*extended=*/false);
+  if (!service) return Fail(Refused(onegate, service.error(), permanent));
+  const ServiceRole* role = service->FindRole(controller_role);
+  if (role == nullptr) {
+    std::vector<std::string> names;
+    for (const auto& r : service->roles) names.push_back("'" + r.name + "'");
+    return Fail(ErrorKind::kNotFound, "service '" + service->name + "' has no role named '" +
+                                          controller_role + "' (roles: " + Join(names) + ")");
+  }
+  std::vector<std::string> waiting;
+  for (const auto& node : role->nodes) {
+    std::string why_not;
+    auto ctl = ControllerAt(onegate, node.vm_id, controller_role, why_not);
+    if (!ctl) return Fail(ctl.error());
+    if (ctl->has_value()) return std::move(**ctl);
+    waiting.push_back(why_not);
+  }
+  return Fail(ErrorKind::kNotFound,
+              "the controller is not ready yet: " +
+                  (role->nodes.empty() ? "role '" + controller_role + "' has no VM"
+                                       : "VM " + Join(waiting)));
+}
+
+}  // namespace
+
+Result<ControllerInfo> DiscoverController(OneGateClient& onegate, const Discovery& discovery,
+                                          const RetryPolicy& policy, Clock& clock) {
   // A transient view or outage is waited for until the deadline; OneGate refusing this VM
   // (400, 401 after the client's boot window, 403, 404) fails at once: waiting cannot help.
   bool permanent = false;
@@ -445,14 +536,29 @@ Result<ControllerInfo> DiscoverController(OneGateClient& onegate, int own_vm_id,
       policy, clock, "discovering the Slurm controller", [&](const Error&) { return !permanent; },
       [&]() -> Result<ControllerInfo> {
         permanent = false;
-        auto service = onegate.GetService(true);
-        if (!service) {
-          std::string why = OneGateRefusal(onegate.last_failure().status);
-          if (why.empty()) return Fail(service.error());
-          permanent = true;
-          return Fail(ErrorKind::kInvalidInput, service.error().message + ": " + why);
+        std::optional<ControllerInfo> found;
+        if (discovery.known_vm_id >= 0) {
+          std::string why_not;
+          auto known =
+              ControllerAt(onegate, discovery.known_vm_id, discovery.controller_role, why_not);
+          if (!known) return Fail(known.error());
+          if (known->has_value()) {
+            found = std::move(**known);
+          } else {
+            log::Info("worker: the controller this VM knew is not one now: VM {}", why_not);
+          }
         }
-        return ControllerFromService(*service, own_vm_id, controller_role);
+        if (!found) {
+          auto ctl = ControllerOfRole(onegate, discovery.controller_role, permanent);
+          if (!ctl) return Fail(ctl.error());
+          found = std::move(*ctl);
+        }
+        auto own = onegate.GetVm();
+        if (!own) return Fail(Refused(onegate, own.error(), permanent));
+        found->own_nics = own->nics;
+        found->own_published_name = own->Attr(slurm::kAttrNodeName);
+        found->own_published_key = own->Attr(slurm::kAttrWorkerPublicKey);
+        return std::move(*found);
       });
 }
 

@@ -17,7 +17,7 @@
 
 namespace onehpc {
 
-/// What a worker learns about the controller from one extended service document.
+/// What a worker learns about the controller: its VM (GET /vms/<id>) and this VM (GET /vm).
 struct ControllerInfo {
   int vm_id = -1;
   std::string addr;                   ///< SLURM_CONTROLLER_ADDR
@@ -30,32 +30,37 @@ struct ControllerInfo {
   std::vector<VmNic> own_nics;     ///< this VM's NICs ({} when it is not listed yet)
   std::string own_published_name;  ///< this VM's SLURM_NODENAME as OneGate has it ("" if none)
   std::string own_published_key;   ///< this VM's SLURM_WORKER_PUBKEY as OneGate has it
-  /// SLURM_NODENAME -> VM id, for every other VM of the service that publishes one.
-  std::map<std::string, int> names_of_others;
   /// The controller VM's USER_TEMPLATE (what else it publishes, e.g. the portal's users).
   std::map<std::string, std::string> published;
 };
 
-/// Reads the controller from one service document: the role named `controller_role`
-/// ("controller" in OneSlurm, "portal" in Open OnDemand), a node whose USER_TEMPLATE has
-/// READY=YES, the address, host, the key server's public key and the munge key's id.
-/// kNotFound (role missing, nothing ready yet) or kInvalidInput (bad published values)
-/// otherwise.
-Result<ControllerInfo> ControllerFromService(
-    const ServiceInfo& service, int own_vm_id,
-    const std::string& controller_role = slurm::kControllerRole);
+/// Reads a controller from its VM as OneGate shows it (GET /vms/<id>): ACTIVE, READY=YES, the
+/// address, host, the key server's public key and the munge key's id. kNotFound "<id> (what
+/// is missing)" while it is not ready, kInvalidInput for bad published values.
+Result<ControllerInfo> ControllerFromVm(
+    const VmInfo& vm, const std::string& controller_role = slurm::kControllerRole);
 
 /// Why an HTTP status from OneGate means it refuses this VM for good (400, 401 after the
 /// client's boot window, 403, 404), "" for any other status.
 std::string OneGateRefusal(long status);
 
-/// One `GET /service?extended=true` per attempt until ControllerFromService succeeds; every
-/// other failure (no answer, 5xx, no controller role yet, not ready) is retried with backoff
-/// and jitter until `policy.deadline`, and the final error says what was missing last.
-/// OneGate refusing this VM (OneGateRefusal) fails at once with kInvalidInput.
-Result<ControllerInfo> DiscoverController(
-    OneGateClient& onegate, int own_vm_id, const RetryPolicy& policy, Clock& clock,
-    const std::string& controller_role = slurm::kControllerRole);
+/// Where a worker looks for its controller.
+struct Discovery {
+  std::string controller_role = slurm::kControllerRole;  ///< "portal" in Open OnDemand
+  /// The controller's VM id found last (slurm::kControllerVmIdFile), -1 if none.
+  int known_vm_id = -1;
+};
+
+/// Finds the ready controller with requests whose size does not grow with the service:
+/// GET /vms/<known id> when that VM is still a ready controller of the role (a follow pass,
+/// a reboot); else the compact GET /service (the role's VM ids, a few bytes per VM) and
+/// GET /vms/<id> of the role's VMs, oldest first, until one is ready; then GET /vm for this
+/// VM's NICs and what it publishes. Every other failure (no answer, 5xx, no controller role
+/// yet, not ready) is retried with backoff and jitter until `policy.deadline`, and the final
+/// error says what was missing last. OneGate refusing this VM (OneGateRefusal) fails at once
+/// with kInvalidInput.
+Result<ControllerInfo> DiscoverController(OneGateClient& onegate, const Discovery& discovery,
+                                          const RetryPolicy& policy, Clock& clock);
 
 /// How a VM joins a Slurm cluster as a dynamic node.
 struct JoinSetup {

@@ -220,27 +220,36 @@ Result<KeyRequest> ParseKeyRequest(const std::string& line) {
   return KeyRequest{std::stoi(id), *nonce};
 }
 
+KeyAnswer DecideKeyRequest(OneGateClient& onegate, const KeyRequest& request,
+                           const std::string& peer_ip, const std::string& worker_role,
+                           const KeyServerSecrets& secrets) {
+  const std::string vm = "VM " + std::to_string(request.vm_id);
+  auto info = onegate.GetVmById(request.vm_id);
+  if (info) return AnswerKeyRequest(request, peer_ip, *info, worker_role, secrets);
+  const long status = onegate.last_failure().status;
+  if (status == 400 || status == 404) {
+    return Denied(vm + " is not a VM of this service (OneGate: HTTP " + std::to_string(status) +
+                  ")");
+  }
+  return RetryAnswer("the controller cannot read " + vm +
+                     " from OneGate now: " + info.error().message);
+}
+
 KeyAnswer RetryAnswer(const std::string& why) {
   return KeyAnswer{false, std::string(kKeyProtocol) + " RETRY " + why, "not now: " + why};
 }
 
 KeyAnswer AnswerKeyRequest(const KeyRequest& request, const std::string& peer_ip,
-                           const ServiceInfo& service, const std::string& worker_role,
+                           const VmInfo& info, const std::string& worker_role,
                            const KeyServerSecrets& secrets) {
   const std::string vm = "VM " + std::to_string(request.vm_id);
-  const ServiceRole* role = service.FindRole(worker_role);
-  const ServiceNode* found = nullptr;
-  if (role != nullptr) {
-    for (const auto& node : role->nodes) {
-      if (node.vm_id == request.vm_id) found = &node;
-    }
+  if (info.id != request.vm_id) {
+    return RetryAnswer("OneGate answered for VM " + std::to_string(info.id) + " instead of " + vm);
   }
-  if (found == nullptr) {
-    return Denied(vm + " is not a node of role '" + worker_role + "' of service '" + service.name +
-                  "'");
+  if (info.Attr("ROLE_NAME") != worker_role) {
+    return Denied(vm + " is not a node of role '" + worker_role + "' (its ROLE_NAME is '" +
+                  info.Attr("ROLE_NAME") + "')");
   }
-  if (!found->vm) return RetryAnswer("the service document has no details of " + vm);
-  const VmInfo& info = *found->vm;
   bool from_vm = std::any_of(info.nics.begin(), info.nics.end(), [&](const VmNic& nic) {
     return !nic.ip.empty() && nic.ip == peer_ip;
   });

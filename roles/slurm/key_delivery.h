@@ -21,6 +21,7 @@
 
 #include "common/clock.h"
 #include "common/error.h"
+#include "context/onegate.h"
 #include "context/onegate_json.h"
 #include "roles/os/files.h"
 
@@ -113,11 +114,18 @@ struct KeyAnswer {
   std::string log;  ///< what the server logs (never a secret)
 };
 
-/// Decides one request from the service document (read by the server with its own token, so it
-/// is the server's own service): the VM must be a node of `worker_role`, the peer address one
-/// of its NICs' IPs, its USER_TEMPLATE must publish kAttrWorkerPublicKey.
-KeyAnswer AnswerKeyRequest(const KeyRequest& request, const std::string& peer_ip,
-                           const ServiceInfo& service, const std::string& worker_role,
+/// Decides one request from the requesting VM as OneGate shows it to the server (GET /vms/<id>
+/// with the server's own token: OneGate answers only for a VM of the server's own service,
+/// and ROLE_NAME cannot be changed through OneGate): the VM's ROLE_NAME must be `worker_role`,
+/// the peer address one of its NICs' IPs, its USER_TEMPLATE must publish kAttrWorkerPublicKey.
+KeyAnswer AnswerKeyRequest(const KeyRequest& request, const std::string& peer_ip, const VmInfo& vm,
+                           const std::string& worker_role, const KeyServerSecrets& secrets);
+
+/// Reads the requesting VM with `onegate` (the server's own client: one GET /vms/<id>) and
+/// decides with AnswerKeyRequest; OneGate not showing the VM is DENIED for HTTP 400 or 404
+/// (not a VM of this service, or gone) and RETRY for anything else (no answer, 5xx).
+KeyAnswer DecideKeyRequest(OneGateClient& onegate, const KeyRequest& request,
+                           const std::string& peer_ip, const std::string& worker_role,
                            const KeyServerSecrets& secrets);
 
 /// The answer for a request that cannot be decided now (OneGate down, no key yet).

@@ -1,6 +1,7 @@
 #!/bin/bash
-# reconcile_bench.sh [SIZE...] - cost of one `one-hpc reconcile` cycle, and of the reads of one
-# `one-hpc elastic` cycle, against N simulated workers (default sizes: 10 100 1000).
+# reconcile_bench.sh [SIZE...] - cost of one `one-hpc reconcile` cycle, of the reads of one
+# `one-hpc elastic` cycle, and of one worker's join and follow pass, against N simulated workers
+# (default sizes: 10 100 1000).
 #
 # Simulated workers: VMs of the worker role in the OneGate simulator, each publishing
 # SLURM_NODENAME, and as many node records in a real slurmctld (Slurm 22.05), made without any
@@ -15,7 +16,9 @@
 #
 # Per size: cycle 1 (one deletion) and cycle 2 (steady state, nothing to change), then one
 # elastic cycle with --dry-run (the same reads as a real cycle; the DOWN nodes leave it nothing
-# to do, and a dry run writes no state on the host), measuring
+# to do, and a dry run writes no state on the host), then a worker's join and follow pass
+# (`one-hpc plan` of a worker VM: configure's OneGate reads, requests and bytes; see
+# join_cost), measuring
 #   OneGate requests   counted by the simulator (GET /_sim/requests); must be exactly 1
 #   child processes    successful execve() of one-hpc's children (strace -f), by program
 #   Slurm calls        from one-hpc's own summary line
@@ -193,6 +196,34 @@ cycle() {
 }
 median3() { printf '%s\n' "$@" | sort -n | sed -n 2p; }
 
+# The join's cost for one worker: a worker VM of the service (the joiner) whose controller
+# publishes what a ready controller publishes, and `one-hpc plan` on it: a dry run of the
+# join, which reads OneGate exactly as configure does (and as a follow pass does, once the
+# controller's VM id is remembered: the hint file in its root) and changes nothing.
+# Its root holds only what the plan reads besides OneGate (/proc/cpuinfo, /proc/meminfo).
+sim PUT "/_sim/vms/$CTL_ID/user_template" "{\"READY\":\"YES\",\"SLURM_CONTROLLER_ADDR\":\"10.79.0.1\",\"SLURM_CONTROLLER_HOST\":\"bench-ctl\",\"SLURM_KEY_SERVER_PUBKEY\":\"$(head -c 32 /dev/urandom | base64)\",\"SLURM_MUNGE_KEY_ID\":\"$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')\"}" >/dev/null ||
+    die "cannot publish the controller's attributes"
+r=$(sim POST /_sim/vms "{\"service_id\":$SERVICE,\"role\":\"worker\",\"nics\":[{\"ip\":\"10.79.0.2\",\"network\":\"bench\",\"network_id\":\"0\"}]}") ||
+    die "cannot add the joiner VM"
+JOINER_ID=$(jq -r .id <<< "$r")
+mkdir -p "$D/jctx" "$D/jroot/proc" "$D/jroot-hint/proc" "$D/jroot-hint/var/lib/one-hpc"
+jq -r .token <<< "$r" > "$D/jctx/token.txt"
+printf "ONEGATE_ENDPOINT='%s'\nTOKEN='YES'\nVMID='%s'\nONEAPP_ROLE='worker'\nETH0_IP='10.79.0.2'\nETH0_MASK='255.255.255.0'\n" \
+    "$SIM" "$JOINER_ID" > "$D/jctx/context.sh"
+for root in "$D/jroot" "$D/jroot-hint"; do cp /proc/cpuinfo /proc/meminfo "$root/proc/"; done
+echo "$CTL_ID" > "$D/jroot-hint/var/lib/one-hpc/controller-vm-id"
+# join_cost ROOT LOG : sets JRC, JREQ (the joiner's OneGate requests), JBYTES (their answers' bytes).
+join_cost() {
+    sim DELETE /_sim/requests >/dev/null
+    "$ONEHPC_BIN" plan --root "$1" --context "$D/jctx/context.sh" > "$2" 2>&1; JRC=$?
+    local mine
+    mine=$(sim GET /_sim/requests | jq --argjson v "$JOINER_ID" '[.[] | select(.vm_id == $v)]')
+    JREQ=$(jq length <<< "$mine")
+    JBYTES=$(jq '[.[].response_bytes] | add // 0' <<< "$mine")
+    JPATHS=$(jq -r '[.[] | .method + " " + .path + (if .query != "" then "?" + .query else "" end)] | join(", ")' <<< "$mine")
+}
+declare -a JROWS=()
+
 declare -a ROWS=()
 have=0
 T0=$(now)
@@ -230,6 +261,22 @@ for n in "${SIZES[@]}"; do
     for _ in 1 2 3; do cycle "$D/elastic-$n-t.log"; walls+=("$WALL"); done
     w=$(median3 "${walls[@]}")
     CMD=(reconcile)
+    for kind in first follow; do
+        root=$D/jroot; [ "$kind" = follow ] && root=$D/jroot-hint
+        join_cost "$root" "$D/join-$kind-$n.log"
+        [ "$JRC" = 0 ] || { echo "  FAIL the $kind join's plan exited with $JRC:"; tail -5 "$D/join-$kind-$n.log"; FAIL=1; }
+        # What must not grow with the service: a follow pass reads two documents of one VM
+        # each (the same bytes at every size); a first join adds the compact service document.
+        want="GET /vms/$CTL_ID, GET /vm"
+        [ "$kind" = first ] && want="GET /service, $want"
+        [ "$JPATHS" = "$want" ] || { echo "  FAIL the $kind join made: $JPATHS (want: $want)"; FAIL=1; }
+        if [ "$kind" = follow ]; then
+            [ -z "${FOLLOW_BYTES:-}" ] && FOLLOW_BYTES=$JBYTES
+            [ "$JBYTES" = "$FOLLOW_BYTES" ] || { echo "  FAIL a follow pass read $JBYTES bytes at $n workers, $FOLLOW_BYTES at the first size"; FAIL=1; }
+        fi
+        JROWS+=("$(printf '| %5s | %-12s | %8s | %9s | %-60s |' "$n" "$kind" "$JREQ" "$JBYTES" "$JPATHS")")
+        echo "  $kind join (plan): rc=$JRC, $JREQ OneGate request(s), $JBYTES bytes ($JPATHS)"
+    done
     [ "$RC" = 0 ] || { echo "  FAIL the elastic cycle exited with $RC:"; tail -5 "$D/elastic-$n.log"; FAIL=1; }
     [ "$REQ" = 1 ] || { echo "  FAIL the elastic cycle made $REQ OneGate requests (want 1)"; FAIL=1; }
     [ "$CALLS" = 2 ] || { echo "  FAIL the elastic cycle made ${CALLS:-?} Slurm calls (want 2)"; FAIL=1; }
@@ -242,6 +289,11 @@ echo "cost per cycle (one-hpc reconcile, one-hpc elastic --dry-run; Slurm 22.05 
 echo "| nodes | cycle    | OneGate requests | Slurm calls | child processes | programs                                 | wall s   |"
 echo "|------:|----------|-----------------:|------------:|----------------:|------------------------------------------|---------:|"
 printf '%s\n' "${ROWS[@]}"
+echo
+echo "OneGate cost of one worker's join (one-hpc plan: configure's reads) and of a follow pass (the same, the controller's VM id remembered)"
+echo "| nodes | join         | requests | bytes     | requests made                                                |"
+echo "|------:|--------------|---------:|----------:|--------------------------------------------------------------|"
+printf '%s\n' "${JROWS[@]}"
 echo "benchmark total: $(dt "$T0" "$(now)") s"
-[ "$FAIL" = 0 ] && echo "PASS: one OneGate request per cycle at every size (and 2 Slurm calls for the elastic reads)" && exit 0
+[ "$FAIL" = 0 ] && echo "PASS: one OneGate request per cycle at every size (and 2 Slurm calls for the elastic reads); a worker's follow pass reads the same two one-VM documents at every size" && exit 0
 exit 1

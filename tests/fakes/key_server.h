@@ -1,5 +1,5 @@
-// The controller's key server for role tests: the real AnswerKeyRequest, fed the service
-// document that the controller reads from the OneGate simulator with its own token, as
+// The controller's key server for role tests: the real DecideKeyRequest, reading the
+// requesting VM from the OneGate simulator with the controller's own token, as
 // `one-hpc key-serve` does, but without a socket (the peer address is set by the test).
 #ifndef ONEHPC_TESTS_FAKES_KEY_SERVER_H_
 #define ONEHPC_TESTS_FAKES_KEY_SERVER_H_
@@ -68,11 +68,8 @@ class FakeKeyServer : public LineExchange {
       return last_answer;
     }
     OneGateClient client(SimConfig(sim_, controller_), http_, clock_);
-    auto service = client.GetService(true);
     last_answer =
-        service ? slurm::AnswerKeyRequest(*request, peer_ip, *service, slurm::kWorkerRole, secrets_)
-                      .line
-                : slurm::RetryAnswer("OneGate: " + service.error().message).line;
+        slurm::DecideKeyRequest(client, *request, peer_ip, slurm::kWorkerRole, secrets_).line;
     if (after_answer) after_answer(requests);
     return last_answer;
   }

@@ -247,7 +247,7 @@ TEST_F(KeyDeliveryTest, ForgedRequestsGetNothing) {
   auto outside = Ask(outsider_.id, thief, &line);
   ASSERT_FALSE(outside);
   EXPECT_NE(line.find("DENIED VM " + std::to_string(outsider_.id) +
-                      " is not a node of role 'worker' of service 'OneSlurm'"),
+                      " is not a VM of this service (OneGate: HTTP 400)"),
             std::string::npos)
       << line;
   // The controller's own VM id (another role).
@@ -279,7 +279,8 @@ TEST_F(KeyDeliveryTest, NoOneGateMeansTryAgainNotDenied) {
   auto r = Ask(worker_.id, worker_pair_, &line);
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().kind, ErrorKind::kNetwork) << line;
-  EXPECT_NE(line.find("RETRY the controller cannot read its service from OneGate now"),
+  EXPECT_NE(line.find("RETRY the controller cannot read VM " + std::to_string(worker_.id) +
+                      " from OneGate now"),
             std::string::npos)
       << line;
 }

@@ -1430,6 +1430,10 @@ void OneGateSimulator::Impl::Dispatch(const httplib::Request& req, httplib::Resp
   }
   Notify();
   set_status(reply.status);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (index < requests.size()) requests[index].response_bytes = reply.body.size();
+  }
   if (fault && fault->kind == FaultKind::kTruncated) {
     const std::string body = reply.body;
     const size_t announced = std::max<size_t>(body.size(), 2);
@@ -1728,7 +1732,8 @@ void OneGateSimulator::Impl::HandleOperator(const httplib::Request& req, httplib
                             {"query", r.query},
                             {"body", r.body},
                             {"vm_id", r.vm_id},
-                            {"status", r.status}});
+                            {"status", r.status},
+                            {"response_bytes", r.response_bytes}});
       }
       reply(200, list);
     } else if (p == "/_sim/requests" && method == "DELETE") {

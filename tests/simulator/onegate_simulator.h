@@ -93,8 +93,9 @@ struct RecordedRequest {
   std::string path;  ///< without the query string
   std::string query;
   std::string body;
-  int vm_id = -1;  ///< from X-ONEGATE-VMID, -1 if absent or not a number
-  int status = 0;  ///< what the simulator answered (0 for hang/reset)
+  int vm_id = -1;             ///< from X-ONEGATE-VMID, -1 if absent or not a number
+  int status = 0;             ///< what the simulator answered (0 for hang/reset)
+  size_t response_bytes = 0;  ///< the length of the body it answered with
 };
 
 /// A VM that left its service: scale-down victim, operator termination or a terminate

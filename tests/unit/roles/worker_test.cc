@@ -151,14 +151,19 @@ TEST_F(WorkerTest, FirstJoin) {
   EXPECT_TRUE(Has(changes, "enable oneslurm-self-drain.service"));
   EXPECT_TRUE(Has(changes, "start oneslurm-self-drain.service (--no-block)"));
   EXPECT_TRUE(run->publish.empty());  // READY goes out through the configure flow only
-  // Exactly one GET /service?extended=true for discovery (and one by the key server).
-  int service_gets = 0, server_gets = 0;
+  // Requests whose size does not grow with the service but for the compact document (the
+  // role's VM ids): the controller's VM, this VM, the publication; the key server reads this
+  // VM alone.
+  std::vector<std::string> by_worker, by_server;
   for (const auto& r : sim_.Requests()) {
-    if (r.path != "/service") continue;
-    (r.vm_id == worker_.id ? service_gets : server_gets)++;
+    (r.vm_id == worker_.id ? by_worker : by_server)
+        .push_back(r.method + " " + r.path + (r.query.empty() ? "" : "?" + r.query));
   }
-  EXPECT_EQ(service_gets, 1);
-  EXPECT_EQ(server_gets, 1);
+  EXPECT_EQ(by_worker,
+            (std::vector<std::string>{"GET /service", "GET /vms/" + std::to_string(controller_.id),
+                                      "GET /vm", "PUT /vm"}));
+  EXPECT_EQ(by_server, (std::vector<std::string>{"GET /vms/" + std::to_string(worker_.id)}));
+  EXPECT_EQ(m_.Read("/var/lib/one-hpc/controller-vm-id"), std::to_string(controller_.id) + "\n");
   EXPECT_EQ(slurmd_starts_, 1);
   // Commands: munge checked before slurmd; registration checked with the configless config.
   auto cmds = m_.Changes();
@@ -202,10 +207,16 @@ TEST_F(WorkerTest, FollowFetchesARotatedKeyAndOtherwiseAsksNothing) {
   auto first = RunOk();
   EXPECT_TRUE(Has(first->Changes(), "enable oneslurm-follow-controller.timer"));
   {
+    sim_.ClearRequests();
     RoleRun idle(m_, *role_, vars_, onegate_.get(), PlanMode::kApply, keys_.get());
     ASSERT_TRUE(role_->Follow(*idle.env));
     EXPECT_TRUE(idle.Changes().empty()) << idle.plan.Render();
     EXPECT_EQ(keys_->requests, 1);
+    // Every 30 s on every worker: two documents of one VM each, never the service's.
+    std::vector<std::string> paths;
+    for (const auto& r : sim_.Requests()) paths.push_back(r.method + " " + r.path);
+    EXPECT_EQ(paths,
+              (std::vector<std::string>{"GET /vms/" + std::to_string(controller_.id), "GET /vm"}));
   }
   std::string new_key(128, 'r');
   keys_->Rotate(new_key);
@@ -219,6 +230,57 @@ TEST_F(WorkerTest, FollowFetchesARotatedKeyAndOtherwiseAsksNothing) {
   EXPECT_TRUE(Has(changes, "restart munge.service (--no-block)"));
   EXPECT_TRUE(Has(changes, "restart slurmd.service (--no-block)"));
   EXPECT_EQ(m_.clock.sleeps(), sleeps);  // a follow pass never waits for the controller
+}
+
+// The controller this worker knew was replaced: the known VM is gone from the service, so the
+// pass reads the role (compact) and the new controller, joins it and remembers it.
+TEST_F(WorkerTest, FollowFindsAReplacedController) {
+  RunOk();
+  sim::VmSpec spec;
+  spec.nics.push_back(fakes::SimNic("10.0.0.6", "service"));
+  spec.user_template = {{"READY", "YES"},
+                        {"SLURM_CONTROLLER_ADDR", "10.0.0.6"},
+                        {"SLURM_CONTROLLER_HOST", "slurm-one-controller"}};
+  auto replacement = sim_.AddVm(service_, "controller", spec);
+  for (const auto& [k, v] : keys_->Published()) sim_.SetUserAttr(replacement.id, k, v);
+  sim_.TerminateVm(controller_.id, /*hard=*/true);
+  sim_.ClearRequests();
+  RoleRun follow(m_, *role_, vars_, onegate_.get(), PlanMode::kApply, keys_.get());
+  log::Capture logs;
+  auto s = role_->Follow(*follow.env);
+  ASSERT_TRUE(s) << s.error().message << "\n" << follow.plan.Render();
+  EXPECT_NE(m_.Read("/etc/hosts").find("10.0.0.6\tslurm-one-controller"), std::string::npos)
+      << follow.plan.Render();
+  EXPECT_EQ(m_.Read("/var/lib/one-hpc/controller-vm-id"), std::to_string(replacement.id) + "\n");
+  EXPECT_TRUE(logs.Contains("the controller this VM knew is not one now: VM " +
+                            std::to_string(controller_.id)));
+  std::vector<std::string> paths;
+  for (const auto& r : sim_.Requests()) {
+    if (r.vm_id == worker_.id) paths.push_back(r.method + " " + r.path + r.query);
+  }
+  ASSERT_GE(paths.size(), 4u);
+  EXPECT_EQ(std::vector<std::string>(paths.begin(), paths.begin() + 4),
+            (std::vector<std::string>{"GET /vms/" + std::to_string(controller_.id), "GET /service",
+                                      "GET /vms/" + std::to_string(replacement.id), "GET /vm"}));
+}
+
+// A name of the form of another VM's node name is refused before anything is asked or done.
+TEST_F(WorkerTest, SetHostnameCannotTakeAnotherVmsNodeName) {
+  vars_["SET_HOSTNAME"] = "slurm-one-worker-12345.lab";
+  auto name = WorkerNodeName(vars_);
+  ASSERT_FALSE(name);
+  EXPECT_NE(name.error().message.find("SET_HOSTNAME='slurm-one-worker-12345.lab' gives the Slurm "
+                                      "node name slurm-one-worker-12345, the name of VM 12345's "
+                                      "node"),
+            std::string::npos)
+      << name.error().message;
+  vars_["SET_HOSTNAME"] = "slurm-one-worker-" + std::to_string(worker_.id);
+  EXPECT_EQ(WorkerNodeName(vars_).value_or("?"), "slurm-one-worker-" + std::to_string(worker_.id));
+  vars_["SET_HOSTNAME"] = "slurm-one-worker-x1";
+  EXPECT_EQ(WorkerNodeName(vars_).value_or("?"), "slurm-one-worker-x1");
+  name_ = "slurm-one-worker-x1";
+  Run();
+  EXPECT_TRUE(status_) << status_.error().message;
 }
 
 TEST_F(WorkerTest, FollowRestartsSlurmdWhenTheControllersSlurmConfChanged) {
@@ -244,8 +306,8 @@ TEST_F(WorkerTest, FollowRestartsSlurmdWhenTheControllersSlurmConfChanged) {
 
 TEST_F(WorkerTest, WaitsForTheControllerWithBackoff) {
   ASSERT_TRUE(sim_.EraseUserAttr(controller_.id, "READY"));
-  hook_.hook = [this](int n) {
-    if (n == 3) sim_.SetUserAttr(controller_.id, "READY", "YES");
+  hook_.hook = [this](int n) {  // two requests per look: the role's VM ids, the controller
+    if (n == 6) sim_.SetUserAttr(controller_.id, "READY", "YES");
   };
   auto run = RunOk();
   EXPECT_GE(m_.clock.sleeps(), 3);
@@ -254,7 +316,7 @@ TEST_F(WorkerTest, WaitsForTheControllerWithBackoff) {
   for (const auto& r : sim_.Requests()) {
     if (r.path == "/service" && r.vm_id == worker_.id) {
       ++service_gets;
-      EXPECT_NE(r.query.find("extended"), std::string::npos);
+      EXPECT_EQ(r.query.find("extended"), std::string::npos);  // the compact document
     }
   }
   EXPECT_EQ(service_gets, 4);
@@ -361,6 +423,10 @@ TEST_F(WorkerTest, ANameAnotherVmPublishesIsRefused) {
   EXPECT_EQ(sim_.UserAttr(worker_.id, "SLURM_NODENAME"), "");  // nothing published
   EXPECT_EQ(slurmd_starts_, 0);
   EXPECT_EQ(keys_->requests, 0);
+  // The one extended read of a join, and only for a name of the operator's.
+  int extended = 0;
+  for (const auto& r : sim_.Requests()) extended += r.query.find("extended") != std::string::npos;
+  EXPECT_EQ(extended, 1);
 }
 
 TEST_F(WorkerTest, AnImpostorsBoxIsRefusedAtOnce) {

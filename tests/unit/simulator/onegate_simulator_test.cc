@@ -790,8 +790,12 @@ TEST_F(OneGateSimulatorTest, ExtendedFromAFormBodyOnAGet) {
   EXPECT_EQ(responses[1].status, 200);
   EXPECT_EQ(Json::parse(responses[1].body)["VM"]["ID"], std::to_string(head_.id));
   const auto recorded = sim_.Requests();
-  ASSERT_GE(recorded.size(), 1u);
+  ASSERT_GE(recorded.size(), 2u);
   EXPECT_EQ(recorded[0].body, "extended=true");
+  // The length of each answer's body, for the benchmarks' bytes per join.
+  EXPECT_EQ(recorded[0].response_bytes, responses[0].body.size());
+  EXPECT_EQ(recorded[1].response_bytes, responses[1].body.size());
+  EXPECT_GT(recorded[0].response_bytes, recorded[1].response_bytes);
 }
 
 // ===================================================================== §7 scaling
