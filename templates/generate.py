@@ -12,6 +12,7 @@ Sources of truth:
 Outputs (committed; tests/integration/templates_test.sh checks that regenerating them gives
 the same bytes):
   templates/oneflow/<service>.json   OneFlow 7.x service template
+  templates/oneflow-6.10/<service>.json   the same service for OneFlow 6.10
   templates/vm/<service>.tmpl        OpenNebula VM template of the service's image
 
 Usage:
@@ -338,6 +339,86 @@ def service_template(svc, template_id=0):
     return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
 
 
+# ---- OneFlow 6.10 service template ----------------------------------------------------------
+#
+# The same service for OneFlow 6.10 (oneflow.md section 2.1): `vm_template` for `template_id`,
+# `custom_attrs` for `user_inputs` (service and role), and the role's additions as the string
+# `vm_template_contents` in OpenNebula's template syntax. OneFlow 6.10 puts no input into a VM
+# by itself: at instantiation it replaces each `$NAME` in `vm_template_contents` with the role's
+# value, then the service's (Service#resolve_attributes, OpenNebula/one 6.10
+# src/oca/ruby/opennebula/flow/service.rb), and each network name with its id
+# (resolve_networks). So each input a role reads is written as `NAME = "$NAME"`, a top-level
+# attribute that the VM template's `CONTEXT = [ NAME = "$NAME" ]` picks up, as 7.x does with its
+# inputs; a secret that not every role reads goes into that role's CONTEXT itself, as 7.x
+# does, and the shared VM template never names it.
+
+def template_line(name, value):
+    if isinstance(value, dict):
+        return f"{name} = [ " + ", ".join(f"{k} = {quote(v)}" for k, v in value.items()) + " ]"
+    if isinstance(value, (list, tuple)):
+        return "\n".join(template_line(name, v) for v in value)
+    return f"{name} = {quote(value)}"
+
+
+def substitution_order(names):
+    """OneFlow 6.10 replaces `$NAME` with a plain gsub, in the order the names first appear:
+    `$ONEAPP_SLURM_ELASTIC` would also replace the head of `$ONEAPP_SLURM_ELASTIC_STEP`. In
+    reverse lexicographic order a name comes before every name it is a prefix of."""
+    return sorted(names, reverse=True)
+
+
+def vm_template_contents(svc, r, service_inputs, role_inputs, nets):
+    secrets = set(svc.role_only_secrets())
+    lines = [template_line("NIC", nic_spec(i, net, nets))
+             for i, net in enumerate(r.get("networks", []))]
+    for name, value in r.get("template_contents", {}).items():
+        lines.append(template_line(name, value))
+    for name, value in r.get("wiring", {}).items():
+        lines.append(template_line(name, value))
+    offered = service_inputs + role_inputs[r["name"]]
+    plain = substitution_order(n for n in offered if n not in secrets)
+    lines += [template_line(n, "$" + n) for n in plain]
+    own_secrets = substitution_order(n for n in role_inputs[r["name"]] if n in secrets)
+    if own_secrets:
+        lines.append(template_line("CONTEXT", {n: "$" + n for n in own_secrets}))
+    return "\n".join(lines)
+
+
+def service_template_610(svc, template_id=0):
+    desc = svc.desc
+    nets = {n["name"]: n for n in desc.get("networks", [])}
+    top = desc["service"]
+    service_inputs, role_inputs = svc.inputs()
+    doc = {"name": top["name"]}
+    if top.get("description"):
+        doc["description"] = top["description"]
+    for key in ("deployment", "ready_status_gate", "automatic_deletion", "shutdown_action"):
+        if key in top:
+            doc[key] = top[key]
+    doc["networks"] = {n["name"]: network_spec(n) for n in desc.get("networks", [])}
+    if service_inputs:
+        doc["custom_attrs"] = {n: input_spec(svc.by_name[n]) for n in service_inputs}
+    roles = []
+    for r in svc.roles:
+        role = {"name": r["name"], "vm_template": template_id,
+                "cardinality": r.get("cardinality", 1)}
+        if r.get("parents"):
+            role["parents"] = list(r["parents"])
+        for key in ("min_vms", "max_vms", "cooldown", "shutdown_action"):
+            if key in r:
+                role[key] = r[key]
+        role["vm_template_contents"] = vm_template_contents(svc, r, service_inputs, role_inputs,
+                                                            nets)
+        if role_inputs[r["name"]]:
+            role["custom_attrs"] = {n: input_spec(svc.by_name[n]) for n in role_inputs[r["name"]]}
+        for key in ("elasticity_policies", "scheduled_policies"):
+            if r.get(key):
+                role[key] = r[key]
+        roles.append(role)
+    doc["roles"] = roles
+    return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+
+
 # ---- VM template ----------------------------------------------------------------------------
 
 def quote(value):
@@ -391,6 +472,7 @@ def outputs(settings, template_id=0, descriptions=DESCRIPTIONS):
     for service_id in SERVICES:
         svc = Service(load_description(service_id, descriptions), settings)
         files[f"oneflow/{service_id}.json"] = service_template(svc, template_id)
+        files[f"oneflow-6.10/{service_id}.json"] = service_template_610(svc, template_id)
         files[f"vm/{service_id}.tmpl"] = vm_template(svc)
     return files
 

@@ -519,6 +519,147 @@ def check_vm_template(svc, text, doc):
           svc.desc["image"]["name"], f"{top.get('DISK')}")
 
 
+# ---- OneFlow 6.10 ----------------------------------------------------------------------------
+
+def oneflow_610_resolve(contents, role_values, service_values, network_ids):
+    """What OneFlow 6.10 makes of a role's vm_template_contents at instantiation, as its code
+    does it (OpenNebula/one 6.10 src/oca/ruby/opennebula/flow/service.rb): resolve_attributes
+    scans the string once for `$NAME` (\\w+), then for each name found, in that order, replaces
+    every `$NAME` (a plain gsub: also the head of a longer name) with the role's value, else the
+    service's, else leaves it; resolve_networks then does the same with the networks' ids."""
+    for key in re.findall(r"\$(\w+)", contents):
+        if key in role_values:
+            contents = contents.replace("$" + key, role_values[key])
+        elif key in service_values:
+            contents = contents.replace("$" + key, service_values[key])
+    for key in re.findall(r"\$(\w+)", contents):
+        if key in network_ids:
+            contents = contents.replace("$" + key, network_ids[key])
+    return contents
+
+
+def check_schema_610(sid, doc, schema):
+    import jsonschema
+    validator = jsonschema.Draft7Validator(schema)
+    errors = sorted(validator.iter_errors(doc), key=lambda e: list(e.path))
+    check(f"{sid} 6.10: valid against templates/schema/oneflow-service-6.10.schema.json",
+          not errors, "; ".join(f"{'/'.join(map(str, e.path))}: {e.message}" for e in errors[:5]))
+    bad = []
+    mutations = {
+        "role without vm_template": lambda d: d["roles"][0].pop("vm_template"),
+        "7.x template_id field": lambda d: d["roles"][0].update(template_id=1),
+        "7.x type field": lambda d: d["roles"][0].update(type="vm"),
+        "7.x user_inputs": lambda d: d.update(user_inputs={}),
+        "vm_template_contents as an object": lambda d: d["roles"][0].update(
+            vm_template_contents={"A": "b"}),
+        "vm_template as string": lambda d: d["roles"][0].update(vm_template="0"),
+        "bad custom_attrs spec": lambda d: d.update(custom_attrs={"ONEAPP_X": "O|text|no default"}),
+        "role name with a space": lambda d: d["roles"][0].update(name="a b"),
+        "negative cardinality": lambda d: d["roles"][0].update(cardinality=-1),
+        "bad deployment": lambda d: d.update(deployment="parallel"),
+    }
+    for what, mutate in mutations.items():
+        d = copy.deepcopy(doc)
+        mutate(d)
+        if validator.is_valid(d):
+            bad.append(what)
+    check(f"{sid} 6.10: the schema rejects broken variants", not bad, "accepted: " + ", ".join(bad))
+
+
+def check_service_610(svc, doc, doc7, vm_text, schema):
+    """The 6.10 variant gives each role's VMs what the 7.x template gives them."""
+    sid = svc.id
+    try:
+        check_schema_610(sid, doc, schema)
+    except ImportError:
+        check(f"{sid} 6.10: JSON Schema", False, "python3-jsonschema is not installed")
+    same_top = [k for k in ("name", "description", "deployment", "ready_status_gate",
+                            "automatic_deletion", "shutdown_action", "networks")
+                if doc.get(k) != doc7.get(k)]
+    check(f"{sid} 6.10: service fields as in 7.x", not same_top, f"differ: {same_top}")
+    check(f"{sid} 6.10: custom_attrs are 7.x's service user_inputs",
+          doc.get("custom_attrs", {}) == doc7.get("user_inputs", {}))
+    roles7 = {r["name"]: r for r in doc7["roles"]}
+    check(f"{sid} 6.10: the same roles in the same order",
+          [r["name"] for r in doc["roles"]] == [r["name"] for r in doc7["roles"]])
+    vm_context = {}
+    try:
+        vm_context = dict(dict(parse_one_template(vm_text)).get("CONTEXT", []))
+    except TemplateSyntaxError:
+        pass
+    secrets = set(svc.role_only_secrets())
+    # Values that do not spell their names: a clash must show as a wrong value.
+    service_values = {n: f"service value {i}" for i, n in enumerate(doc.get("custom_attrs", {}))}
+    network_ids = {n: f"{i + 100}" for i, n in enumerate(doc.get("networks", {}))}
+    problems = []
+    for r in doc["roles"]:
+        name = r["name"]
+        r7 = roles7.get(name, {})
+        for key in ("cardinality", "parents", "min_vms", "max_vms", "cooldown",
+                    "shutdown_action", "elasticity_policies", "scheduled_policies"):
+            if r.get(key) != r7.get(key):
+                problems.append(f"{name}: {key} {r.get(key)!r} (7.x: {r7.get(key)!r})")
+        if r.get("custom_attrs", {}) != r7.get("user_inputs", {}):
+            problems.append(f"{name}: custom_attrs differ from 7.x's role user_inputs")
+        role_values = {n: f"{name} value {i}" for i, n in enumerate(r.get("custom_attrs", {}))}
+        resolved = oneflow_610_resolve(r.get("vm_template_contents", ""), role_values,
+                                       service_values, network_ids)
+        try:
+            attrs = parse_one_template(resolved)
+        except TemplateSyntaxError as e:
+            problems.append(f"{name}: vm_template_contents does not parse after substitution: {e}")
+            continue
+        # What the VMs of this role get in 7.x, resolved the same way.
+        tc7 = r7.get("template_contents", {})
+        want_nics = [{k.upper(): (network_ids.get(v[1:], v) if k == "NETWORK_ID" else v)
+                      for k, v in nic.items()} for nic in tc7.get("NIC", [])]
+        got_nics = [dict(v) for k, v in attrs if k == "NIC"]
+        if got_nics != want_nics:
+            problems.append(f"{name}: NICs {got_nics} (7.x: {want_nics})")
+        top = {k: v for k, v in attrs if k not in ("NIC", "CONTEXT")}
+        if len(top) != len([k for k, _ in attrs if k not in ("NIC", "CONTEXT")]):
+            problems.append(f"{name}: an attribute is set twice")
+        want = {k.upper(): v for k, v in tc7.items() if k != "NIC"}
+        offered = list(doc7.get("user_inputs", {})) + list(r7.get("user_inputs", {}))
+        for n in offered:
+            if n in secrets:
+                continue
+            want[n] = role_values.get(n, service_values.get(n))
+            if vm_context.get(n) != "$" + n:
+                problems.append(f"{name}: {n} is set but the VM template's CONTEXT does not "
+                                f"pick it up")
+        if top != want:
+            diff = sorted(k for k in set(top) | set(want) if top.get(k) != want.get(k))
+            problems.append(f"{name}: attributes differ from what 7.x gives: " +
+                            ", ".join(f"{k}={top.get(k)!r} (want {want.get(k)!r})" for k in diff))
+        context = [dict(v) for k, v in attrs if k == "CONTEXT"]
+        got_context = context[0] if len(context) == 1 else ({} if not context else None)
+        want_context = {n: role_values[n] for n in r7.get("user_inputs", {}) if n in secrets}
+        if got_context != want_context:
+            problems.append(f"{name}: CONTEXT {got_context} (want the role's own secrets: "
+                            f"{want_context})")
+        for n in secrets:
+            if n in doc.get("custom_attrs", {}) or (n in r.get("vm_template_contents", "") and
+                                                    n not in r7.get("user_inputs", {})):
+                problems.append(f"{name}: secret {n} reaches a role that does not read it")
+    check(f"{sid} 6.10: each role's VMs get what the 7.x template gives them (OneFlow 6.10's "
+          "substitution simulated)", not problems, "; ".join(problems))
+
+
+def check_610_simulation_sees_prefix_clashes():
+    """The check above can fail: two inputs where one name is the head of the other, in the
+    order that OneFlow 6.10 would corrupt."""
+    resolved = oneflow_610_resolve('A = "$ONEAPP_X"\nB = "$ONEAPP_X_Y"', {},
+                                   {"ONEAPP_X": "1", "ONEAPP_X_Y": "2"}, {})
+    got = dict(parse_one_template(resolved))
+    check("6.10: the substitution's simulation sees a name that is the head of another",
+          got == {"A": "1", "B": "1_Y"}, f"{got}")
+    resolved = oneflow_610_resolve('B = "$ONEAPP_X_Y"\nA = "$ONEAPP_X"', {},
+                                   {"ONEAPP_X": "1", "ONEAPP_X_Y": "2"}, {})
+    check("6.10: the generator's order (longer name first) is safe",
+          dict(parse_one_template(resolved)) == {"A": "1", "B": "2"})
+
+
 def main():
     binary = os.environ.get("ONEHPC_BIN")
     if not binary:
@@ -536,14 +677,17 @@ def main():
           "missing secret/required/min/max/choices in some entries")
     with open(os.path.join(TEMPLATES, "schema", "oneflow-service-7.schema.json")) as f:
         schema = json.load(f)
-    try:
-        import jsonschema
-        jsonschema.Draft7Validator.check_schema(schema)
-        check("the schema is a valid draft-07 schema", True)
-    except ImportError:
-        pass
-    except Exception as e:  # jsonschema.SchemaError
-        check("the schema is a valid draft-07 schema", False, str(e))
+    with open(os.path.join(TEMPLATES, "schema", "oneflow-service-6.10.schema.json")) as f:
+        schema610 = json.load(f)
+    for what, sch in (("7.x", schema), ("6.10", schema610)):
+        try:
+            import jsonschema
+            jsonschema.Draft7Validator.check_schema(sch)
+            check(f"the {what} schema is a valid draft-07 schema", True)
+        except ImportError:
+            pass
+        except Exception as e:  # jsonschema.SchemaError
+            check(f"the {what} schema is a valid draft-07 schema", False, str(e))
 
     for sid in generate.SERVICES:
         try:
@@ -562,11 +706,21 @@ def main():
             continue
         check_service(svc, doc, schema)
         {"oneslurm": check_oneslurm, "open-ondemand": check_ood}[sid](doc)
+        vm_text = ""
         try:
             with open(os.path.join(TEMPLATES, "vm", sid + ".tmpl"), encoding="utf-8") as f:
-                check_vm_template(svc, f.read(), doc)
+                vm_text = f.read()
+            check_vm_template(svc, vm_text, doc)
         except OSError as e:
             check(f"{sid}: vm/{sid}.tmpl readable", False, str(e))
+        try:
+            with open(os.path.join(TEMPLATES, "oneflow-6.10", sid + ".json"),
+                      encoding="utf-8") as f:
+                doc610 = json.load(f)
+            check_service_610(svc, doc610, doc, vm_text, schema610)
+        except (OSError, json.JSONDecodeError) as e:
+            check(f"{sid}: oneflow-6.10/{sid}.json is well-formed JSON", False, str(e))
+    check_610_simulation_sees_prefix_clashes()
 
     try:
         files = generate.outputs(settings)
