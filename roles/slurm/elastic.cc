@@ -213,8 +213,7 @@ std::vector<Action> Decide(const Limits& limits, const Snapshot& s) {
                                                                 "({} VMs)",
                                                                 limits.max_nodes)));
     } else if (!s.service_running) {
-      out.push_back(Make(Action::Kind::kWait,
-                         why + ": the service is scaling or cooling down, asked again next cycle"));
+      out.push_back(Make(Action::Kind::kWait, why + ": " + s.not_running_why));
     } else {
       Action a = Make(Action::Kind::kGrow, why);
       a.target = target;

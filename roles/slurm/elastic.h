@@ -86,11 +86,15 @@ struct Worker {
 
 struct Snapshot {
   int cardinality = 0;  ///< the role's cardinality (OneFlow's target)
-  /// VMs in the role's nodes[] that do not run: on their way out (shutting down, DONE) or
-  /// parked (POWEROFF, STOPPED, SUSPENDED, UNDEPLOYED). Not workers, not failed boots, and not
-  /// VMs still to be created either.
+  /// VMs in the role's nodes[] that do not run: on their way out (shutting down, DONE),
+  /// parked (POWEROFF, STOPPED, SUSPENDED, UNDEPLOYED) or lost (UNKNOWN: its host does not
+  /// answer). Not workers (no capacity), not failed boots (never terminated: the operator's),
+  /// and not VMs still to be created either.
   int leaving_vms = 0;
   bool service_running = true;  ///< service state RUNNING: a scale request can be accepted
+  /// When it is not: why OneFlow refuses to scale now and what, if anything, the operator must
+  /// do (WARNING: which VMs keep the service there).
+  std::string not_running_why = "the service is scaling or cooling down, asked again next cycle";
   int consecutive_boot_failures = 0;
   std::vector<Worker> workers;
   std::vector<PendingJob> pending;

@@ -42,10 +42,46 @@ bool Leaving(const VmInfo& vm) {
     case 18:  // SHUTDOWN_POWEROFF
     case 23:  // SHUTDOWN_UNDEPLOY
     case 24:  // EPILOG_UNDEPLOY
+    case 16:  // UNKNOWN: its host does not answer (crashed, cut off); the operator's to recover
       return true;
     default:
       return false;
   }
+}
+
+// Why OneFlow does not scale a service in `state` (oneflow.md section 5; OneFlow's
+// ServiceLCM#scale_action accepts RUNNING only). In WARNING, which VMs keep it there: one VM of
+// any role powered off or lost stops every scale-up until the operator resumes or terminates
+// it; the cycle does neither (the VM and what it holds are the operator's).
+std::string NotRunningWhy(const ServiceInfo& service) {
+  constexpr int kWarning = 4, kScaling = 8, kCooldown = 10;
+  if (service.state == kScaling || service.state == kCooldown) {
+    return "the service is scaling or cooling down, asked again next cycle";
+  }
+  if (service.state != kWarning) {
+    return "the service is in state " + std::to_string(service.state) +
+           ", not RUNNING: OneFlow scales it only when it runs, asked again next cycle";
+  }
+  std::vector<std::string> stuck;
+  for (const auto& role : service.roles) {
+    for (const auto& node : role.nodes) {
+      if (!node.vm) continue;
+      const VmInfo& vm = *node.vm;
+      if (vm.state == 8) {
+        stuck.push_back("VM " + std::to_string(node.vm_id) + " (" + role.name + ") is POWEROFF");
+      } else if (vm.state == kVmStateActive && (vm.lcm_state == 16 || vm.lcm_state >= 36)) {
+        stuck.push_back("VM " + std::to_string(node.vm_id) + " (" + role.name +
+                        ") is in LCM state " + std::to_string(vm.lcm_state) +
+                        (vm.lcm_state == 16 ? " (UNKNOWN)" : " (a failure)"));
+      }
+    }
+  }
+  std::string list;
+  for (const auto& s : stuck) list += (list.empty() ? "" : ", ") + s;
+  return "the service is in WARNING, and OneFlow scales it only when it is RUNNING" +
+         (list.empty() ? std::string() : ": " + list) +
+         "; the operator resumes (onevm resume) or terminates (onevm terminate) such a VM, "
+         "one-hpc does neither; asked again next cycle";
 }
 
 // A worker that registered since the last cycle ends a run of failed boots. When each VM of the
@@ -244,6 +280,7 @@ Result<elastic::Snapshot> BuildElasticSnapshot(const ServiceInfo& service, const
   elastic::Snapshot s;
   s.cardinality = r->cardinality;
   s.service_running = service.state == 2;  // RUNNING: OneFlow accepts a scale request
+  if (!s.service_running) s.not_running_why = NotRunningWhy(service);
   s.consecutive_boot_failures = state.consecutive_boot_failures;
   s.pending = pending;
   std::map<std::string, int> vm_of_name;

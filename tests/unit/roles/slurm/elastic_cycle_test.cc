@@ -355,6 +355,49 @@ TEST_F(ElasticCycleTest, APoweredOffWorkerIsTheOperatorsAndNeverAFailedBoot) {
   EXPECT_EQ(r->snapshot.leaving_vms, 1);
 }
 
+// One worker powered off puts the service in WARNING (the simulator, as OneFlow's role
+// monitor: a POWEROFF or UNKNOWN VM), and OneFlow then refuses every scale request: the cycle
+// waits, naming the VM and what the operator can do, never terminates it, and grows as soon
+// as the VM runs again.
+TEST_F(ElasticCycleTest, InWarningTheCycleNamesTheVmThatHoldsItAndGrowsOnceItRuns) {
+  AddWorker("w1");
+  int parked = AddWorker("w2");
+  ASSERT_TRUE(sim_.SetVmState(parked, sim::states::kVmPoweroff, 0));
+  slurm_.nodes.erase("w2");
+  slurm_.pending = {{"7", "Resources", 2}};
+  auto r = Run();
+  ASSERT_TRUE(r) << r.error().message;
+  ASSERT_EQ(Kinds(*r), std::vector<Kind>{Kind::kWait});
+  EXPECT_THAT(r->outcomes[0].action.reason,
+              HasSubstr("the service is in WARNING, and OneFlow scales it only when it is "
+                        "RUNNING: VM " +
+                        std::to_string(parked) + " (worker) is POWEROFF; the operator resumes"));
+  EXPECT_EQ(sim_.Cardinality(service_, "worker"), 2);
+  EXPECT_TRUE(sim_.Terminations().empty());
+  for (const auto& req : sim_.Requests()) EXPECT_NE(req.method, "PUT") << req.path;
+  // Lost rather than powered off (UNKNOWN: its host does not answer): the same, and its node,
+  // still in Slurm, is no capacity.
+  ASSERT_TRUE(sim_.SetVmState(parked, sim::states::kVmActive, 16));
+  slurm_.nodes["w2"].not_responding = true;
+  shift_ = 5000;
+  auto lost = Run();
+  ASSERT_TRUE(lost) << lost.error().message;
+  ASSERT_EQ(Kinds(*lost), std::vector<Kind>{Kind::kWait});
+  EXPECT_THAT(lost->outcomes[0].action.reason,
+              HasSubstr("VM " + std::to_string(parked) + " (worker) is in LCM state 16 (UNKNOWN)"));
+  EXPECT_EQ(lost->snapshot.workers.size(), 1u);
+  EXPECT_EQ(lost->snapshot.leaving_vms, 1);
+  EXPECT_TRUE(sim_.Terminations().empty());
+  // Resumed: the service runs again and the cycle asks for the node the job waits for.
+  ASSERT_TRUE(sim_.SetVmState(parked, sim::states::kVmActive, sim::states::kLcmRunning));
+  slurm_.nodes["w2"].not_responding = false;
+  slurm_.nodes["w2"].base = "ALLOCATED";
+  auto resumed = Run();
+  ASSERT_TRUE(resumed) << resumed.error().message;
+  EXPECT_EQ(Kinds(*resumed), std::vector<Kind>{Kind::kGrow});
+  EXPECT_EQ(sim_.Cardinality(service_, "worker"), 3);
+}
+
 TEST_F(ElasticCycleTest, AJobLargerThanTheMaximumIsToldOnceInItsAdminComment) {
   AddWorker("w1");
   slurm_.pending = {{"11", "Resources", 9}};
