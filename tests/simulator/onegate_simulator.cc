@@ -514,6 +514,11 @@ struct GateRequest {
   Params params;  // query string merged with a form body (the body wins)
 };
 
+// A VM that puts its role and its service in WARNING: OneFlow's watchdog calls
+// ServiceLCM#error_wd_cb (OpenNebula/one src/flow/lib/LifeCycleManager.rb), which sets both to
+// WARNING, for a VM that goes POWEROFF or UNKNOWN or into a *_FAILURE LCM state
+// (Role.vm_failure?, src/flow/lib/models/role.rb); the monitor step sets the role RUNNING again
+// once none is left. Scale requests need the service RUNNING (Scale below).
 bool IsWarningVm(const Vm& vm) {
   static const std::set<int> kFailureLcm = {16, 36, 37, 38, 39, 40, 41, 42,
                                             44, 45, 46, 47, 48, 49, 50};
