@@ -381,7 +381,7 @@ Result<std::string> WorkerNodeName(const ContextVars& vars, const std::string& p
     auto name = host::ShortNameFromSetHostname(it->second);
     if (!name) return name;
     // <prefix><VM id> names that VM's node: no other VM may take it, so that a name of that
-    // form is unique without reading every VM of the service (IsOperatorNodeName).
+    // form is unique without reading every VM of the service (CheckNameIsFree).
     if (name->rfind(prefix, 0) == 0 && AllDigits(name->substr(prefix.size())) &&
         name->substr(prefix.size()) != own_id) {
       return Fail(ErrorKind::kInvalidInput,
@@ -474,14 +474,15 @@ Error Refused(OneGateClient& onegate, const Error& error, bool& permanent) {
 
 // The VM behind `vm_id` if OneGate shows it as a ready controller of the role; nullopt when it
 // is not one (any more): another role, not ready, gone from the service (OneGate answers
-// 400/404 for it). Transient failures are errors: the caller's retry waits them out.
+// 400/404 for it). Other failures are errors: transient ones are waited out by the caller's
+// retry, OneGate refusing this VM (401 past the boot window, 403) is permanent (Refused).
 Result<std::optional<ControllerInfo>> ControllerAt(OneGateClient& onegate, int vm_id,
                                                    const std::string& controller_role,
-                                                   std::string& why_not) {
+                                                   std::string& why_not, bool& permanent) {
   auto vm = onegate.GetVmById(vm_id);
   if (!vm) {
     const long status = onegate.last_failure().status;
-    if (status != 400 && status != 404) return Fail(vm.error());
+    if (status != 400 && status != 404) return Fail(Refused(onegate, vm.error(), permanent));
     why_not = std::to_string(vm_id) + " (not in the service: HTTP " + std::to_string(status) + ")";
     return std::optional<ControllerInfo>{};
   }
@@ -514,7 +515,7 @@ Result<ControllerInfo> ControllerOfRole(OneGateClient& onegate, const std::strin
   std::vector<std::string> waiting;
   for (const auto& node : role->nodes) {
     std::string why_not;
-    auto ctl = ControllerAt(onegate, node.vm_id, controller_role, why_not);
+    auto ctl = ControllerAt(onegate, node.vm_id, controller_role, why_not, permanent);
     if (!ctl) return Fail(ctl.error());
     if (ctl->has_value()) return std::move(**ctl);
     waiting.push_back(why_not);
@@ -539,8 +540,8 @@ Result<ControllerInfo> DiscoverController(OneGateClient& onegate, const Discover
         std::optional<ControllerInfo> found;
         if (discovery.known_vm_id >= 0) {
           std::string why_not;
-          auto known =
-              ControllerAt(onegate, discovery.known_vm_id, discovery.controller_role, why_not);
+          auto known = ControllerAt(onegate, discovery.known_vm_id, discovery.controller_role,
+                                    why_not, permanent);
           if (!known) return Fail(known.error());
           if (known->has_value()) {
             found = std::move(**known);

@@ -42,7 +42,8 @@
 //   GET    /_sim/requests   DELETE /_sim/requests
 //   POST   /_sim/time                     {"advance_ms":N}
 //   PUT    /_sim/config                   {"permissions":{"vm.show":false},
-//                                          "restricted_attrs":[..],"restricted_actions":[..]}
+//                                          "restricted_attrs":[..],"restricted_actions":[..],
+//                                          "opennebula_version":"6.10"}
 #include "tests/simulator/onegate_simulator.h"
 
 #include <arpa/inet.h>
@@ -475,7 +476,8 @@ struct Vm {
   std::vector<Nic> nics;
   std::vector<std::map<std::string, std::string>> disks;
   std::map<std::string, std::string> context;
-  OJson creation_info;  // the 6-field vm_info OneFlow stored at creation
+  std::vector<std::string> external_ips;  // 6.10's extra NIC entries (VmSpec::external_ips)
+  OJson creation_info;                    // the 6-field vm_info OneFlow stored at creation
 };
 
 struct Role {
@@ -545,6 +547,7 @@ struct OneGateSimulator::Impl {
   std::vector<TerminationRecord> pending_notifications;
   std::function<void(const TerminationRecord&)> hook;
   std::map<std::string, bool> permissions;
+  std::string opennebula_version = "7";
   std::vector<std::string> restricted_attrs{"SCHED_REQUIREMENTS", "SERVICE_ID", "ROLE_NAME"};
   std::vector<std::string> restricted_actions{"reboot"};
   std::atomic<bool> operator_api{false};
@@ -715,6 +718,7 @@ struct OneGateSimulator::Impl {
     }
     vm.context = spec.context;
     vm.disks = spec.disks;
+    vm.external_ips = spec.external_ips;
     for (size_t i = 0; i < vm.disks.size(); ++i) vm.disks[i].emplace("DISK_ID", std::to_string(i));
     vm.creation_info = OJson{{"VM",
                               {{"ID", std::to_string(vm.id)},
@@ -902,10 +906,14 @@ struct OneGateSimulator::Impl {
     return n;
   }
 
-  // GET /vm and GET /vms/:id (build_vm_hash).
-  static OJson FilteredVm(const Vm& vm) {
+  // GET /vm and GET /vms/:id (build_vm_hash). OneGate 6.10 appends an {"IP": ...} entry to
+  // NIC for each external IP in the VM's MONITORING; 7.x does not.
+  OJson FilteredVm(const Vm& vm) const {
     Json nics = Json::array();
     for (size_t i = 0; i < vm.nics.size(); ++i) nics.push_back(NicJson(vm.nics[i], i, false));
+    if (opennebula_version == "6.10") {
+      for (const auto& ip : vm.external_ips) nics.push_back(Json{{"IP", ip}});
+    }
     OJson tmpl = OJson::object();
     tmpl["NIC"] = OJson::parse(nics.dump());
     tmpl["NIC_ALIAS"] = OJson::array();
@@ -1513,6 +1521,9 @@ VmSpec VmSpecFromJson(const Json& j) {
     for (const auto& d : j["disks"]) spec.disks.push_back(StringMap(d));
   }
   if (j.contains("user_template")) spec.user_template = StringMap(j["user_template"]);
+  if (j.contains("external_ips") && j["external_ips"].is_array()) {
+    for (const auto& ip : j["external_ips"]) spec.external_ips.push_back(ip.get<std::string>());
+  }
   if (j.contains("user_vectors") && j["user_vectors"].is_object()) {
     for (const auto& [k, v] : j["user_vectors"].items()) spec.user_vectors[k] = StringMap(v);
   }
@@ -1758,6 +1769,9 @@ void OneGateSimulator::Impl::HandleOperator(const httplib::Request& req, httplib
       }
       if (body.contains("restricted_actions")) {
         owner->SetRestrictedActions(body["restricted_actions"].get<std::vector<std::string>>());
+      }
+      if (body.contains("opennebula_version")) {
+        owner->SetOpenNebulaVersion(body["opennebula_version"].get<std::string>());
       }
       reply(200, Json::object());
     } else {
@@ -2071,6 +2085,11 @@ void OneGateSimulator::SetTerminationHook(std::function<void(const TerminationRe
 void OneGateSimulator::SetPermission(const std::string& key, bool allowed) {
   std::lock_guard<std::mutex> lock(impl_->mu);
   impl_->permissions[key] = allowed;
+}
+
+void OneGateSimulator::SetOpenNebulaVersion(const std::string& version) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->opennebula_version = version;
 }
 
 void OneGateSimulator::SetRestrictedAttributes(std::vector<std::string> keys) {

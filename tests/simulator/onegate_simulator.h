@@ -35,6 +35,10 @@ struct VmSpec {
   std::map<std::string, std::map<std::string, std::string>> user_vectors;
   int state = 3;      ///< initial VM STATE (3 = ACTIVE)
   int lcm_state = 3;  ///< initial LCM_STATE (3 = RUNNING)
+  /// External IPs OpenNebula found in the VM's MONITORING (GUEST_IP, AWS_*, AZ_*, SL_*): under
+  /// OpenNebula 6.10 (SetOpenNebulaVersion) GET /vm and GET /vms/:id append each to NIC as an
+  /// entry holding only {"IP": ...}; 7.x dropped it (onegate-api.md section 5).
+  std::vector<std::string> external_ips;
 };
 
 struct RoleSpec {
@@ -197,6 +201,9 @@ class OneGateSimulator {
   void SetRestrictedAttributes(std::vector<std::string> keys);
   /// :restricted_actions (default reboot).
   void SetRestrictedActions(std::vector<std::string> actions);
+  /// The OpenNebula release whose OneGate to model: "7" (default) or "6.10" (its GET /vm and
+  /// GET /vms/:id append the VM's external IPs to NIC, VmSpec::external_ips).
+  void SetOpenNebulaVersion(const std::string& version);
   /// Serves the operator API under /_sim/ (off by default: /_sim/... is then an unknown
   /// route like any other). See onegate_simulator.cc for the routes.
   void EnableOperatorApi(bool enabled);

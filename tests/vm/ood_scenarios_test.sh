@@ -273,12 +273,18 @@ if [ "${out%% *}" = 200 ] && [ "$form" = yes ] && [ "$out2" = "302 https://$PORT
     pass "alice logs out (/logout): the login form, and the dashboard sends to it again"
 else fail "alice logs out and the dashboard sends to the login form again" "$out / $out2"; fi
 
-# The workers' names on the portal (for /node and /rnode), never from LLMNR or mDNS.
-out=$(P "getent hosts ${wnode[w1]} ${wnode[w2]}; resolvectl status --no-pager 2>&1 | grep -m1 'Protocols:'" 2>&1)
-if grep -q "^${wip[w1]} *${wnode[w1]}$" <<<"$out" && grep -q "^${wip[w2]} *${wnode[w2]}$" <<<"$out" &&
-   grep -q -- '-LLMNR' <<<"$out" && grep -q -- '-mDNS' <<<"$out"; then
-    pass "portal: both workers' node names resolve to their addresses (/etc/hosts); LLMNR and mDNS off"
-else fail "portal: both workers' names resolve to their addresses; LLMNR and mDNS off" "$out"; fi
+# The workers' names on the portal (for /node and /rnode), never from LLMNR or mDNS. The
+# reconciler writes them (oneslurm-reconcile.timer, every 60 s): its first pass after both
+# workers registered may still be ahead.
+names_resolve() {
+    out=$(P "getent hosts ${wnode[w1]} ${wnode[w2]}; resolvectl status --no-pager 2>&1 | grep -m1 'Protocols:'" 2>&1)
+    grep -q "^${wip[w1]} *${wnode[w1]}$" <<<"$out" && grep -q "^${wip[w2]} *${wnode[w2]}$" <<<"$out" &&
+        grep -q -- '-LLMNR' <<<"$out" && grep -q -- '-mDNS' <<<"$out"
+}
+if wait_until 150 names_resolve; then
+    pass "portal: both workers' node names resolve to their addresses (/etc/hosts, ${waited} s); LLMNR and mDNS off"
+else fail "portal: both workers' names resolve to their addresses; LLMNR and mDNS off" "$out
+$(P 'journalctl -u oneslurm-reconcile.service -o cat --no-pager | tail -n 8' 2>&1)"; fi
 
 # update_ood_portal's exit codes, at reconfigures. 0: nothing changed, Apache not restarted.
 apache_pid() { P 'systemctl show -P MainPID apache2' 2>/dev/null; }

@@ -264,6 +264,39 @@ TEST_F(WorkerTest, FollowFindsAReplacedController) {
                                       "GET /vms/" + std::to_string(replacement.id), "GET /vm"}));
 }
 
+// OpenNebula 6.10's OneGate appends the VMs' external IPs to NIC in GET /vm and GET /vms/:id,
+// the documents a join reads now: they are not NICs, never an address to register under,
+// and a key request from such an address is refused.
+TEST_F(WorkerTest, UnderOpenNebula610ExternalIpEntriesAreNoAddresses) {
+  sim_.SetOpenNebulaVersion("6.10");
+  sim::VmSpec w;
+  w.nics.push_back(fakes::SimNic("10.0.0.8", "service"));
+  w.external_ips = {"203.0.113.8"};
+  worker_ = sim_.AddVm(service_, "worker", w);
+  name_ = "slurm-one-worker-" + std::to_string(worker_.id);
+  onegate_ = std::make_unique<OneGateClient>(fakes::SimConfig(sim_, worker_), hook_, m_.clock);
+  vars_ = {{"VMID", std::to_string(worker_.id)},
+           {"ETH0_IP", "10.0.0.8"},
+           {"ETH0_MASK", "255.255.255.0"}};
+  // What this VM's GET /vm carries under 6.10 (so that the test cannot pass without it).
+  auto own = onegate_->GetVm();
+  ASSERT_TRUE(own) << own.error().message;
+  EXPECT_EQ(own->external_ips, std::vector<std::string>{"203.0.113.8"});
+  keys_->peer_ip = "203.0.113.8";
+  vars_["ONEAPP_SLURM_JOIN_TIMEOUT"] = "10";
+  Run();
+  ASSERT_FALSE(status_);
+  EXPECT_NE(keys_->last_answer.find("DENIED the request came from 203.0.113.8, which is no "
+                                    "address of VM " +
+                                    std::to_string(worker_.id)),
+            std::string::npos)
+      << keys_->last_answer;
+  keys_->peer_ip = "10.0.0.8";
+  RunOk();
+  EXPECT_NE(m_.Read("/etc/hosts").find("10.0.0.8\t" + name_), std::string::npos);
+  EXPECT_EQ(m_.Read("/etc/hosts").find("203.0.113.8"), std::string::npos);
+}
+
 // A name of the form of another VM's node name is refused before anything is asked or done.
 TEST_F(WorkerTest, SetHostnameCannotTakeAnotherVmsNodeName) {
   vars_["SET_HOSTNAME"] = "slurm-one-worker-12345.lab";
@@ -390,6 +423,23 @@ TEST_F(WorkerTest, OneGateRefusingThisVmFailsAtOnce) {
     EXPECT_LE(service_requests, 3);
     EXPECT_EQ(slurmd_starts_, 0);
   }
+}
+
+// With the controller's VM id remembered, the first request is GET /vms/<id>: OneGate refusing
+// this VM there fails as fast as it does on GET /service.
+TEST_F(WorkerTest, ADeadTokenFailsAtOnceWithAKnownControllerToo) {
+  RunOk();
+  ASSERT_TRUE(m_.Exists("/var/lib/one-hpc/controller-vm-id"));
+  auto config = fakes::SimConfig(sim_, worker_);
+  config.token = "stale";
+  onegate_ = std::make_unique<OneGateClient>(config, hook_, m_.clock);
+  const Duration slept_before = m_.clock.slept();
+  Run();
+  ASSERT_FALSE(status_);
+  EXPECT_EQ(status_.error().kind, ErrorKind::kInvalidInput) << status_.error().message;
+  EXPECT_NE(status_.error().message.find("does not accept this VM's token"), std::string::npos)
+      << status_.error().message;
+  EXPECT_LT(m_.clock.slept() - slept_before, Duration(20000));
 }
 
 TEST_F(WorkerTest, BadPublishedKeyIsNamed) {
