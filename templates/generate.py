@@ -299,7 +299,10 @@ def nic_spec(index, net, nets):
     return nic
 
 
-def service_template(svc, template_id=0):
+def service_document(svc, inputs_key, role_head, role_contents):
+    """The JSON text of a OneFlow service template; what both versions share is here. Inputs
+    go under `inputs_key` (service and role); `role_head(r)` gives a role's VM template fields
+    and `role_contents(r, service_inputs, role_inputs, nets)` its additions as (key, value)."""
     desc = svc.desc
     nets = {n["name"]: n for n in desc.get("networks", [])}
     top = desc["service"]
@@ -312,31 +315,39 @@ def service_template(svc, template_id=0):
             doc[key] = top[key]
     doc["networks"] = {n["name"]: network_spec(n) for n in desc.get("networks", [])}
     if service_inputs:
-        doc["user_inputs"] = {n: input_spec(svc.by_name[n]) for n in service_inputs}
+        doc[inputs_key] = {n: input_spec(svc.by_name[n]) for n in service_inputs}
     roles = []
     for r in svc.roles:
         if not re.fullmatch(r"\w+", r["name"]):
             raise GenerateError(f"{svc.id}: role name {r['name']!r} must match ^\\w+$")
-        role = {"name": r["name"], "type": "vm", "template_id": template_id,
-                "cardinality": r.get("cardinality", 1)}
+        role = {"name": r["name"], **role_head(r), "cardinality": r.get("cardinality", 1)}
         if r.get("parents"):
             role["parents"] = list(r["parents"])
         for key in ("min_vms", "max_vms", "cooldown", "shutdown_action"):
             if key in r:
                 role[key] = r[key]
-        contents = {"NIC": [nic_spec(i, net, nets) for i, net in enumerate(r.get("networks", []))]}
-        contents.update(r.get("template_contents", {}))
-        for name, value in r.get("wiring", {}).items():
-            contents[name] = value
-        role["template_contents"] = contents
+        key, value = role_contents(r, service_inputs, role_inputs, nets)
+        role[key] = value
         if role_inputs[r["name"]]:
-            role["user_inputs"] = {n: input_spec(svc.by_name[n]) for n in role_inputs[r["name"]]}
+            role[inputs_key] = {n: input_spec(svc.by_name[n]) for n in role_inputs[r["name"]]}
         for key in ("elasticity_policies", "scheduled_policies"):
             if r.get(key):
                 role[key] = r[key]
         roles.append(role)
     doc["roles"] = roles
     return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+
+
+def service_template(svc, template_id=0):
+    def contents(r, _service_inputs, _role_inputs, nets):
+        value = {"NIC": [nic_spec(i, net, nets) for i, net in enumerate(r.get("networks", []))]}
+        value.update(r.get("template_contents", {}))
+        for name, wired in r.get("wiring", {}).items():
+            value[name] = wired
+        return "template_contents", value
+
+    return service_document(svc, "user_inputs",
+                            lambda r: {"type": "vm", "template_id": template_id}, contents)
 
 
 # ---- OneFlow 6.10 service template ----------------------------------------------------------
@@ -385,38 +396,12 @@ def vm_template_contents(svc, r, service_inputs, role_inputs, nets):
 
 
 def service_template_610(svc, template_id=0):
-    desc = svc.desc
-    nets = {n["name"]: n for n in desc.get("networks", [])}
-    top = desc["service"]
-    service_inputs, role_inputs = svc.inputs()
-    doc = {"name": top["name"]}
-    if top.get("description"):
-        doc["description"] = top["description"]
-    for key in ("deployment", "ready_status_gate", "automatic_deletion", "shutdown_action"):
-        if key in top:
-            doc[key] = top[key]
-    doc["networks"] = {n["name"]: network_spec(n) for n in desc.get("networks", [])}
-    if service_inputs:
-        doc["custom_attrs"] = {n: input_spec(svc.by_name[n]) for n in service_inputs}
-    roles = []
-    for r in svc.roles:
-        role = {"name": r["name"], "vm_template": template_id,
-                "cardinality": r.get("cardinality", 1)}
-        if r.get("parents"):
-            role["parents"] = list(r["parents"])
-        for key in ("min_vms", "max_vms", "cooldown", "shutdown_action"):
-            if key in r:
-                role[key] = r[key]
-        role["vm_template_contents"] = vm_template_contents(svc, r, service_inputs, role_inputs,
-                                                            nets)
-        if role_inputs[r["name"]]:
-            role["custom_attrs"] = {n: input_spec(svc.by_name[n]) for n in role_inputs[r["name"]]}
-        for key in ("elasticity_policies", "scheduled_policies"):
-            if r.get(key):
-                role[key] = r[key]
-        roles.append(role)
-    doc["roles"] = roles
-    return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+    def contents(r, service_inputs, role_inputs, nets):
+        return "vm_template_contents", vm_template_contents(svc, r, service_inputs, role_inputs,
+                                                           nets)
+
+    return service_document(svc, "custom_attrs", lambda r: {"vm_template": template_id},
+                            contents)
 
 
 # ---- VM template ----------------------------------------------------------------------------

@@ -225,6 +225,18 @@ def topo_order(roles):
 
 # ---- the checks -----------------------------------------------------------------------------
 
+def accepted_mutations(validator, doc, mutations):
+    """The names of the mutations (name -> function changing a copy of `doc`) that the schema
+    still accepts: a schema that accepts a broken variant proves nothing about it."""
+    accepted = []
+    for what, mutate in mutations.items():
+        d = copy.deepcopy(doc)
+        mutate(d)
+        if validator.is_valid(d):
+            accepted.append(what)
+    return accepted
+
+
 def check_schema(svc_id, doc, schema):
     try:
         import jsonschema
@@ -237,7 +249,6 @@ def check_schema(svc_id, doc, schema):
     check(f"{svc_id}: valid against templates/schema/oneflow-service-7.schema.json", not errors,
           "; ".join(f"{'/'.join(map(str, e.path))}: {e.message}" for e in errors[:5]))
     # The schema must reject what OneFlow 7.x rejects, or it proves nothing.
-    bad = []
     mutations = {
         "role without template_id": lambda d: d["roles"][0].pop("template_id"),
         "6.x vm_template field": lambda d: d["roles"][0].update(vm_template=1),
@@ -250,11 +261,7 @@ def check_schema(svc_id, doc, schema):
         "template_id as string": lambda d: d["roles"][0].update(template_id="0"),
         "no roles": lambda d: d.update(roles=[]),
     }
-    for what, mutate in mutations.items():
-        d = copy.deepcopy(doc)
-        mutate(d)
-        if validator.is_valid(d):
-            bad.append(what)
+    bad = accepted_mutations(validator, doc, mutations)
     check(f"{svc_id}: the schema rejects broken variants", not bad, "accepted: " + ", ".join(bad))
 
 
@@ -544,7 +551,6 @@ def check_schema_610(sid, doc, schema):
     errors = sorted(validator.iter_errors(doc), key=lambda e: list(e.path))
     check(f"{sid} 6.10: valid against templates/schema/oneflow-service-6.10.schema.json",
           not errors, "; ".join(f"{'/'.join(map(str, e.path))}: {e.message}" for e in errors[:5]))
-    bad = []
     mutations = {
         "role without vm_template": lambda d: d["roles"][0].pop("vm_template"),
         "7.x template_id field": lambda d: d["roles"][0].update(template_id=1),
@@ -558,11 +564,7 @@ def check_schema_610(sid, doc, schema):
         "negative cardinality": lambda d: d["roles"][0].update(cardinality=-1),
         "bad deployment": lambda d: d.update(deployment="parallel"),
     }
-    for what, mutate in mutations.items():
-        d = copy.deepcopy(doc)
-        mutate(d)
-        if validator.is_valid(d):
-            bad.append(what)
+    bad = accepted_mutations(validator, doc, mutations)
     check(f"{sid} 6.10: the schema rejects broken variants", not bad, "accepted: " + ", ".join(bad))
 
 
