@@ -28,7 +28,7 @@ DEPS_TEST := util-linux e2fsprogs xfsprogs dosfstools fdisk cryptsetup-bin lvm2 
 DEPS_LAB := systemd-container debootstrap munge slurmctld slurmd slurm-client
 DEPS := $(DEPS_BUILD) $(DEPS_TEST) $(DEPS_LAB)
 
-.PHONY: all deps build build-product build-asan build-fuzz test test-unit test-vm test-asan test-fuzz package demo bench clean
+.PHONY: all deps build build-product build-asan build-fuzz test test-unit test-vm test-asan test-fuzz package demo bench test-scale clean
 
 all: build
 
@@ -110,6 +110,18 @@ bench:
 	$(CONFIGURE)
 	cmake --build $(BUILD) -j$(JOBS) --target one-hpc onegate-sim
 	ONEHPC_BINARY_DIR=$(abspath $(BUILD)) bash tests/bench/reconcile_bench.sh
+
+# A OneSlurm service at scale on booted containers: 1, 10, 25, 50 and 100 workers joining together,
+# the scale-down and an elastic scale-up (tests/bench/scale_test.sh; SCALE_SIZES to choose).
+# Root; not in `make test` (docs/testing.md gives its duration). Writes scale-results.tsv and
+# scale.svg in the build directory.
+SCALE_SIZES ?= 1 10 25 50 100
+test-scale: deps
+	@if [ "$$(id -u)" != 0 ]; then echo "make test-scale boots containers: it needs root"; exit 1; fi
+	$(MAKE) --no-print-directory build-product
+	BOOTLAB_CACHE=$(LAB_CACHE) ONEHPC_BINARY_DIR=$(abspath $(BUILD)) \
+	  SCALE_RESULTS=$(abspath $(BUILD))/scale-results.tsv bash tests/bench/scale_test.sh $(SCALE_SIZES)
+	python3 tests/bench/scale_report.py plot $(BUILD)/scale-results.tsv $(BUILD)/scale.svg
 
 clean:
 	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_FUZZ)

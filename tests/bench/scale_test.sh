@@ -1,0 +1,289 @@
+#!/bin/bash
+# scale_test.sh [N...] - a OneSlurm service at scale on booted containers (`make test-scale`).
+#
+# The container lab (tests/lab/bootlab.sh): every VM is a systemd-nspawn container of the
+# package layer (install-appliance.sh + one-hpc's .deb) booting with real systemd, munged,
+# slurmd (workers) or slurmctld (the controller), and the real one-hpc units; the OneGate
+# simulator (a stand-in for OpenNebula's OneGate and OneFlow, tests/simulator) serves them over
+# HTTP on the lab bridge. One controller (elastic mode on, idle limit 1 h) serves every size.
+#
+# One controller (elastic mode on, idle limit 1 h) and one first worker (w0) serve every size.
+# For each size N (default 1 10 25 50 100; 1 is the floor the others are compared with):
+#   1  N new worker VMs are added to the service and their containers started together (one
+#      after the other as fast as nspawn starts them: 0.1 s each for 10, 0.8 s each for 100 on
+#      2 cores); the test waits until slurmctld lists all N + 1 nodes idle. Figures: the time
+#      to start the containers, and from the first start to all idle; each worker's join steps
+#      from its own journal (see scale_report.py); OneGate requests and bytes per join (the
+#      simulator's log of the VM up to its READY) and in total; the key server's most
+#      concurrent connections (its socket's NConnections, sampled every 0.5 s) and its time per
+#      answer (each accepted connection's service instance, from the controller's journal);
+#      slurmctld's CPU time during the joins.
+#   2  with the N + 1 nodes live: one reconcile cycle and one elastic cycle, each the real unit
+#      started by hand, their wall time.
+#   3  scale-down to 1 (w0): half of the N powered off (ACPI: self-drain), the other half
+#      killed (SIGKILL of the container's PID 1: no self-drain) and terminated in OneGate; every
+#      node but w0's must leave Slurm (the killed ones through the reconciler).
+# Then (SCALE_ELASTIC=no skips it), at the largest size M: a job asking for M nodes; the
+# elastic cycle, on its timer as shipped, raises the worker role's cardinality from 1 to M; the
+# test plays OneFlow (creates and boots the M - 1 VMs the cardinality asks for) and the job
+# must run on M nodes. Figures: submission to cardinality raised, to the job running.
+#
+# Results: one line per size in $SCALE_RESULTS (default $BIN_DIR/scale-results.tsv, columns
+# documented in scale_report.py) and the per-join table under $BOOTLAB_DIR/logs/scale-N/. Exit
+# status: 0 all checks passed, 1 a check failed, 77 skipped (not root, or no lab on this host).
+# Environment: as the lab tests (BOOTLAB_CACHE, ONEHPC_DEB, ONEHPC_SIM, ONEHPC_BINARY_DIR,
+# LAB_TIMEOUT), SCALE_RESULTS, SCALE_ELASTIC=no to skip the elastic phase.
+
+set -uo pipefail
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+SRC=${ONEHPC_SOURCE_DIR:-$(cd "$HERE/../.." && pwd)}
+BIN_DIR=${ONEHPC_BINARY_DIR:-$SRC/build}
+SIZES=("$@")
+[ ${#SIZES[@]} -gt 0 ] || SIZES=(1 10 25 50 100)
+for n in "${SIZES[@]}"; do
+    case $n in ''|*[!0-9]*) echo "usage: $0 [N...] (N from 1 to 200)" >&2; exit 2;; esac
+    if [ "$n" -lt 1 ] || [ "$n" -gt 200 ]; then echo "usage: $0 [N...] (N from 1 to 200)" >&2; exit 2; fi
+done
+SCALE_RESULTS=${SCALE_RESULTS:-$BIN_DIR/scale-results.tsv}
+MAX_N=$(printf '%s\n' "${SIZES[@]}" | sort -n | tail -1)
+
+if [ "$(id -u)" != 0 ]; then
+    echo "SKIPPED: the lab boots containers and needs root (run it with sudo)"; exit 77
+fi
+OWN_LAB_DIR=yes; [ -n "${BOOTLAB_DIR:-}" ] && OWN_LAB_DIR=no
+LAB_TIMEOUT=${LAB_TIMEOUT:-5400}
+# shellcheck source-path=SCRIPTDIR source=../lab/bootlab.sh
+. "$HERE/../lab/bootlab.sh"
+# shellcheck source-path=SCRIPTDIR source=../lab/lab_lib.sh
+. "$HERE/../lab/lab_lib.sh"
+lab_begin scale_test
+
+# Each container's systemd, journald, networkd and logind take inotify instances of the host's
+# root user: Debian's default of 128 is used up by about 20 containers, after which a
+# container's units fail with "Too many open files" and it never finishes booting. Raised for
+# the run, given back at its end.
+INOTIFY_KEYS=(fs.inotify.max_user_instances fs.inotify.max_user_watches)
+INOTIFY_OLD=()
+for key in "${INOTIFY_KEYS[@]}"; do INOTIFY_OLD+=("$(sysctl -n "$key")"); done
+# shellcheck disable=SC2317  # the EXIT trap
+inotify_restore() {
+    local i
+    for i in "${!INOTIFY_KEYS[@]}"; do sysctl -q -w "${INOTIFY_KEYS[$i]}=${INOTIFY_OLD[$i]}"; done
+}
+SAMPLER=""   # the background sampler of the key server's socket (run_size)
+trap 'rc=$?; [ -z "$SAMPLER" ] || kill "$SAMPLER" 2>/dev/null; inotify_restore; (exit "$rc"); on_exit' EXIT
+want=$((32 * (MAX_N + 10)))
+[ "${INOTIFY_OLD[0]}" -ge "$want" ] || sysctl -q -w "fs.inotify.max_user_instances=$want"
+want=$((8192 * (MAX_N + 10)))
+[ "${INOTIFY_OLD[1]}" -ge "$want" ] || sysctl -q -w "fs.inotify.max_user_watches=$want"
+echo "lab directory: $BOOTLAB_DIR   cache: $BOOTLAB_CACHE   sizes: ${SIZES[*]}"
+
+SIM_URL="http://$BOOTLAB_NET.1:5030"
+# shellcheck disable=SC2034  # IP: written by new_slurm_vm
+declare -A VMID=() IP=()
+SERVICE=""
+NEXT_IP=10
+FIRST_WORKER_IP=""
+WORKERS=()   # the worker clones of the current size
+
+# shellcheck disable=SC2317  # invoked through cardinality_is
+cardinality() { sim GET "/_sim/services/$SERVICE" | jq -r '.roles[] | select(.name == "worker") | .cardinality'; }
+# shellcheck disable=SC2317  # invoked through wait_for
+idle_count() { ctl sinfo -h -N -t idle -o '%N' 2>/dev/null | sort -u | grep -c .; }
+# shellcheck disable=SC2317  # invoked through wait_for
+all_idle() { [ "$(idle_count)" -ge "$1" ]; }
+# shellcheck disable=SC2317  # invoked through wait_for
+node_count() { ctl scontrol -o show nodes 2>/dev/null | grep -c '^NodeName='; }
+# shellcheck disable=SC2317  # invoked through wait_for
+only_w0() { [ "$(node_count)" = 1 ]; }
+# shellcheck disable=SC2317  # invoked through wait_for
+job_is() { [ "$(ctl squeue -h -j "$1" -o '%T' 2>/dev/null)" = "$2" ]; }
+# shellcheck disable=SC2317  # invoked through wait_for
+cardinality_is() { [ "$(cardinality)" = "$1" ]; }
+slurmctld_cpu() {   # CPU seconds (user + system) slurmctld has used so far
+    local pid
+    pid=$(ctl pidof slurmctld) || { echo 0; return; }
+    ctl cat "/proc/$pid/stat" | awk -v hz="$(getconf CLK_TCK)" '{printf "%.2f", ($14 + $15) / hz}'
+}
+socket_prop() { ctl systemctl show -p "$1" --value one-hpc-key-server.socket; }
+
+# Every worker's OneSlurm context: a join timeout that leaves room for a large batch.
+new_worker() { new_slurm_vm "$1" worker ONEAPP_SLURM_JOIN_TIMEOUT=900; }
+
+setup() {
+    step "setup: rootfs, package layers, bridge, OneGate simulator, controller"
+    find_product || return 1
+    # shellcheck disable=SC2119  # no --fresh: reuse a cached rootfs
+    bl_rootfs || return 1
+    # shellcheck disable=SC2119  # no argument: the slurm layer set
+    build_layers || return 1
+    bl_bridge_up || return 1
+    start_sim || return 1
+    SERVICE=$(sim POST /_sim/services "{\"name\":\"OneSlurm\",\"roles\":[
+        {\"name\":\"controller\",\"cardinality\":1,\"cooldown_ms\":0},
+        {\"name\":\"worker\",\"cardinality\":0,\"min_vms\":0,\"max_vms\":$((MAX_N + 1)),
+         \"parents\":[\"controller\"],\"cooldown_ms\":0}]}" | jq -r .id)
+    if [ -z "$SERVICE" ] || [ "$SERVICE" = null ]; then echo "cannot create the service"; return 1; fi
+    # w0 and the largest size: MAX_N + 1 workers (slurmctld's node table is MaxNodeCount long).
+    new_slurm_vm ctl controller "ONEAPP_SLURM_MAX_NODES=$((MAX_N + 1))" ONEAPP_SLURM_ELASTIC=YES \
+        ONEAPP_SLURM_ELASTIC_MIN_NODES=0 "ONEAPP_SLURM_ELASTIC_MAX_NODES=$((MAX_N + 1))" \
+        ONEAPP_SLURM_ELASTIC_IDLE_SECONDS=3600 "ONEAPP_SLURM_ELASTIC_STEP=$MAX_N" || return 1
+    new_worker w0 || return 1
+    boot_vms 300 ctl w0 || return 1
+    check "controller READY" ready ctl
+    check "w0 READY" ready w0
+    FIRST_WORKER_IP=$NEXT_IP   # each size's workers take the addresses after it again
+    wait_for 60 all_idle 1
+    check "w0's node idle" all_idle 1 || return 1
+    python3 "$HERE/scale_report.py" header > "$SCALE_RESULTS"
+}
+
+# The key server's socket, sampled every 0.5 s into FILE until the file STOP exists.
+sample_socket() {
+    local out=$1 stop=$2
+    while [ ! -e "$stop" ]; do
+        socket_prop NConnections >> "$out" 2>/dev/null
+        sleep 0.5
+    done
+}
+
+# Runs UNIT (a oneshot) on the controller once and prints its wall time in seconds.
+cycle_time() {
+    local t0
+    t0=$(_bl_now)
+    ctl systemctl start "$1" || { echo "$1 failed:" >&2; ctl journalctl -u "$1" -n 20 --no-pager -o cat >&2; }
+    _bl_dt "$t0" "$(_bl_now)"
+}
+
+# One size: N workers join together, the cycles with N live nodes, the scale-down.
+run_size() {
+    local n=$1 dir=$BOOTLAB_DIR/logs/scale-$1 i name t0 t_idle cpu0 cpu1 acc0 ref0 stop timeout
+    local rec ela t_starts
+    step "N=$n: $n workers started together (w0 already idle)"
+    mkdir -p "$dir"
+    WORKERS=()
+    for i in $(seq 1 "$n"); do
+        name=w$n-$i
+        new_worker "$name" || return 1
+        WORKERS+=("$name")
+    done
+    sim DELETE /_sim/requests >/dev/null
+    cpu0=$(slurmctld_cpu)
+    acc0=$(socket_prop NAccepted) ref0=$(socket_prop NRefused)
+    date +%s.%N > "$dir/t0"
+    stop=$dir/stop-sampling; rm -f "$stop" "$dir/nconnections"
+    sample_socket "$dir/nconnections" "$stop" 8>&- &   # not holding the lab's lock
+    SAMPLER=$!
+    t0=$(_bl_now)
+    for name in "${WORKERS[@]}"; do bl_boot "$name" || { : > "$stop"; wait "$SAMPLER"; return 1; }; done
+    t_starts=$(_bl_dt "$t0" "$(_bl_now)")
+    say "all $n containers started in ${t_starts}s"
+    timeout=$((300 + 6 * n))
+    wait_for "$timeout" all_idle $((n + 1))
+    t_idle=$(_bl_dt "$t0" "$(_bl_now)")
+    : > "$stop"; wait "$SAMPLER"; SAMPLER=""   # not a bare wait: the containers are children too
+    check "N=$n: all $n new nodes idle (${t_idle}s after the first start)" all_idle $((n + 1)) || {
+        ctl sinfo -N -o '%N %t %E' | sed 's/^/    | /'
+        for name in "${WORKERS[@]}"; do
+            if ! configured "$name" || [ "$(configure_result "$name")" != success ]; then
+                show_configure_log "$name" 15
+            fi
+        done
+        return 1
+    }
+    cpu1=$(slurmctld_cpu)
+    # What each worker's join logged, OneGate's log, the key server's instances.
+    for name in "${WORKERS[@]}"; do
+        cp "$BOOTLAB_DIR/run/$name.t0" "$dir/$name.t0"
+        echo "${VMID[$name]}" > "$dir/$name.vmid"
+        bl_journal "$name" -u one-hpc-configure.service -o json > "$dir/$name.json"
+    done
+    sim GET /_sim/requests > "$dir/requests.json"
+    ctl journalctl --no-pager -o json --since "@$(cut -d. -f1 "$dir/t0")" \
+        -u 'one-hpc-key-server@*' > "$dir/key-server.json"
+    echo "${VMID[ctl]}" > "$dir/controller.vmid"
+    rec=$(cycle_time oneslurm-reconcile.service)
+    ela=$(cycle_time oneslurm-elastic.service)
+    check "N=$n: the cycles left the $((n + 1)) nodes alone" eq "$(idle_count)" $((n + 1))
+    python3 "$HERE/scale_report.py" row "$dir" "$n" "$t_starts" "$t_idle" \
+        "$(awk -v a="$cpu0" -v b="$cpu1" 'BEGIN{printf "%.2f", b - a}')" \
+        "$(( $(socket_prop NAccepted) - acc0 ))" "$(( $(socket_prop NRefused) - ref0 ))" \
+        "$rec" "$ela" >> "$SCALE_RESULTS" || { check "N=$n: the report of this size" false; return 1; }
+    python3 "$HERE/scale_report.py" show "$SCALE_RESULTS" "$n" | sed 's/^/    /'
+    # A join the report cannot find (a log line it reads has changed) would leave it out.
+    check "N=$n: the report found the $n joins in the workers' journals" eq \
+        "$(python3 "$HERE/scale_report.py" show "$SCALE_RESULTS" "$n" | awk '$1 == "joins" {print $2}')" "$n"
+    scale_down "$n" "$dir"
+}
+
+# Back to w0 alone: half powered off (self-drain), half killed and terminated (the
+# reconciler removes them).
+scale_down() {
+    local n=$1 dir=$2 i name t0 half=$(( $1 / 2 ))
+    step "N=$n: scale-down: $half powered off, $((n - half)) killed"
+    t0=$(_bl_now)
+    for i in $(seq 0 $((half - 1))); do
+        name=${WORKERS[$i]}
+        sim POST "/_sim/vms/${VMID[$name]}/terminate" '{}' >/dev/null
+        bl_poweroff_signal "$name"
+    done
+    for i in $(seq "$half" $((n - 1))); do
+        name=${WORKERS[$i]}
+        kill -KILL "$(bl_leader "$name")" 2>/dev/null
+        sim POST "/_sim/vms/${VMID[$name]}/terminate" '{"hard":true}' >/dev/null
+    done
+    for name in "${WORKERS[@]}"; do bl_wait_exit "$name" 120 >/dev/null; done
+    say "all containers stopped ($(_bl_dt "$t0" "$(_bl_now)")s)"
+    # The killed nodes: slurmctld marks them DOWN after SlurmdTimeout (60 s), then the
+    # reconcile timer (every 60 s) deletes them.
+    wait_for 300 only_w0
+    check "N=$n: every node but w0's left Slurm ($(_bl_dt "$t0" "$(_bl_now)")s after the scale-down began)" only_w0 ||
+        ctl sinfo -N -o '%N %t %E' | sed 's/^/    | /'
+    check "N=$n: the worker role is back to 1" eq "$(cardinality)" 1
+    for name in "${WORKERS[@]}"; do bl_unclone "$name"; done
+    NEXT_IP=$FIRST_WORKER_IP
+}
+
+# A job for M nodes with w0 alone: the elastic cycle on its shipped timer raises the role to M,
+# the test boots the M - 1 VMs OneFlow would create, the job runs on M nodes.
+elastic_grow() {
+    local m=$1 job t0 t_card t_run i name timeout
+    step "elastic: a job for $m nodes with 1 worker, the cycle on its timer as shipped"
+    t0=$(_bl_now)
+    job=$(ctl sbatch --parsable -N "$m" -o /dev/null --wrap 'srun hostname; sleep 30') ||
+        { echo "sbatch refused the job: $job"; return 1; }
+    wait_for 150 cardinality_is "$m"
+    t_card=$(_bl_dt "$t0" "$(_bl_now)")
+    check "elastic: the cycle raised the worker role to $m (${t_card}s after the submission)" cardinality_is "$m" || {
+        ctl journalctl -u oneslurm-elastic.service -n 20 --no-pager -o cat | sed 's/^/    | /'
+        return 1
+    }
+    WORKERS=()
+    for i in $(seq 1 $((m - 1))); do
+        name=e$m-$i
+        new_worker "$name" || return 1
+        WORKERS+=("$name")
+    done
+    for name in "${WORKERS[@]}"; do bl_boot "$name" || return 1; done
+    timeout=$((300 + 6 * m))
+    wait_for "$timeout" job_is "$job" RUNNING
+    t_run=$(_bl_dt "$t0" "$(_bl_now)")
+    check "elastic: the job runs on $m nodes (${t_run}s after the submission)" eq "$(ctl squeue -h -j "$job" -o '%D')" "$m"
+    printf '# elastic\tsize %s\tsubmitted_to_cardinality_s %s\tsubmitted_to_running_s %s\n' \
+        "$m" "$t_card" "$t_run" >> "$SCALE_RESULTS"
+    timing "elastic: job for $m nodes submitted -> cardinality $m" "$t_card"
+    timing "elastic: job for $m nodes submitted -> running" "$t_run"
+}
+
+scenario() {
+    local n
+    setup || return 1
+    for n in "${SIZES[@]}"; do run_size "$n" || return 1; done
+    [ "${SCALE_ELASTIC:-yes}" = no ] || elastic_grow "$MAX_N"
+}
+
+scenario; rc=$?
+[ "$rc" = 0 ] || { echo "  FAIL  scenario stopped early (status $rc, see above)"; FAIL=$((FAIL + 1)); }
+[ -s "$SCALE_RESULTS" ] && echo "results: $SCALE_RESULTS"
+lab_end poweroff_slurm_workers
