@@ -193,6 +193,13 @@ run_size() {
         return 1
     }
     cpu1=$(slurmctld_cpu)
+    # A node is idle as soon as slurmd registers; its configure logs that a little later.
+    local unfinished=0
+    for name in "${WORKERS[@]}"; do
+        wait_for 120 configured "$name" && [ "$(configure_result "$name")" = success ] ||
+            unfinished=$((unfinished + 1))
+    done
+    check "N=$n: every worker's configure succeeded" eq "$unfinished" 0
     # What each worker's join logged, OneGate's log, the key server's instances.
     for name in "${WORKERS[@]}"; do
         cp "$BOOTLAB_DIR/run/$name.t0" "$dir/$name.t0"
