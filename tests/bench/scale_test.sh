@@ -29,8 +29,9 @@
 # must run on M nodes. Figures: submission to cardinality raised, to the job running.
 #
 # Results: one line per size in $SCALE_RESULTS (default $BIN_DIR/scale-results.tsv, columns
-# documented in scale_report.py) and the per-join table under $BOOTLAB_DIR/logs/scale-N/. Exit
-# status: 0 all checks passed, 1 a check failed, 77 skipped (not root, or no lab on this host).
+# documented in scale_report.py; `scale_report.py plot` draws them) and what each figure was
+# read from under $BOOTLAB_DIR/logs/scale-N/ (kept when a check failed). Exit status: 0 all
+# checks passed, 1 a check failed, 77 skipped (not root, or no lab on this host).
 # Environment: as the lab tests (BOOTLAB_CACHE, ONEHPC_DEB, ONEHPC_SIM, ONEHPC_BINARY_DIR,
 # LAB_TIMEOUT), SCALE_RESULTS, SCALE_ELASTIC=no to skip the elastic phase.
 
