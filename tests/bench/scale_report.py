@@ -55,9 +55,8 @@ def pct(values, p):
     return v[k - 1]
 
 
-def journal(path):
-    """[(epoch seconds, message)] of a journalctl -o json file."""
-    out = []
+def entries(path):
+    """The entries of a journalctl -o json file: (epoch seconds, message, the whole entry)."""
     with open(path, encoding="utf-8", errors="replace") as f:
         for line in f:
             line = line.strip()
@@ -67,8 +66,12 @@ def journal(path):
             msg = e.get("MESSAGE", "")
             if isinstance(msg, list):  # journald gives non-UTF-8 messages as a byte array
                 msg = bytes(msg).decode("utf-8", "replace")
-            out.append((int(e["__REALTIME_TIMESTAMP"]) / 1e6, msg))
-    return out
+            yield int(e["__REALTIME_TIMESTAMP"]) / 1e6, msg, e
+
+
+def journal(path):
+    """[(epoch seconds, message)] of a journalctl -o json file."""
+    return [(t, msg) for t, msg, _ in entries(path)]
 
 
 def first(entries, pred):
@@ -98,15 +101,10 @@ def key_answers(path):
     """Seconds from the start to the end of each key server instance (one per connection): from
     systemd's "Started" (the process runs) to its "Deactivated successfully"."""
     started, times = {}, []
-    for line in open(path, encoding="utf-8", errors="replace"):
-        line = line.strip()
-        if not line:
-            continue
-        e = json.loads(line)
+    for t, msg, e in entries(path):
         unit = e.get("UNIT") or e.get("_SYSTEMD_UNIT") or ""
         if not unit.startswith("one-hpc-key-server@"):
             continue
-        t = int(e["__REALTIME_TIMESTAMP"]) / 1e6
         # "Started ..." (the job of starting it is done: the process runs; a Type=simple unit
         # logs no "Starting ..." line).
         if e.get("JOB_TYPE") == "start" and unit not in started:
@@ -114,7 +112,7 @@ def key_answers(path):
         code = e.get("MESSAGE_ID", "")
         # "Deactivated successfully" (unit stopped) or "Finished": the answer is given.
         if unit in started and (code == "7ad2d189f7e94e70a38c781354912448"
-                                or e.get("MESSAGE", "").endswith("Deactivated successfully.")):
+                                or msg.endswith("Deactivated successfully.")):
             times.append(t - started.pop(unit))
     return times
 

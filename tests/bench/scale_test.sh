@@ -161,6 +161,7 @@ cycle_time() {
 run_size() {
     local n=$1 dir=$BOOTLAB_DIR/logs/scale-$1 i name t0 t_idle cpu0 cpu1 acc0 ref0 stop timeout
     local rec ela t_starts
+    local -a shown
     step "N=$n: $n workers started together (w0 already idle)"
     mkdir -p "$dir"
     WORKERS=()
@@ -218,10 +219,11 @@ run_size() {
         "$(awk -v a="$cpu0" -v b="$cpu1" 'BEGIN{printf "%.2f", b - a}')" \
         "$(( $(socket_prop NAccepted) - acc0 ))" "$(( $(socket_prop NRefused) - ref0 ))" \
         "$rec" "$ela" >> "$SCALE_RESULTS" || { check "N=$n: the report of this size" false; return 1; }
-    python3 "$HERE/scale_report.py" show "$SCALE_RESULTS" "$n" | sed 's/^/    /'
+    mapfile -t shown < <(python3 "$HERE/scale_report.py" show "$SCALE_RESULTS" "$n")
+    printf '    %s\n' "${shown[@]}"
     # A join the report cannot find (a log line it reads has changed) would leave it out.
     check "N=$n: the report found the $n joins in the workers' journals" eq \
-        "$(python3 "$HERE/scale_report.py" show "$SCALE_RESULTS" "$n" | awk '$1 == "joins" {print $2}')" "$n"
+        "$(printf '%s\n' "${shown[@]}" | awk '$1 == "joins" {print $2}')" "$n"
     scale_down "$n" "$dir"
 }
 
