@@ -54,6 +54,17 @@ inline constexpr int kSlurmdPort = 6818;
 inline constexpr char kSlurmConfPath[] = "/etc/slurm/slurm.conf";
 inline constexpr char kCgroupConfPath[] = "/etc/slurm/cgroup.conf";
 inline constexpr char kGresConfPath[] = "/etc/slurm/gres.conf";
+/// slurmctld's job_submit/lua script (JobSubmitPlugins=lua): one-hpc's asks for an elastic
+/// cycle at each submission. A script without one-hpc's first line is the site's: kept.
+inline constexpr char kJobSubmitLuaPath[] = "/etc/slurm/job_submit.lua";
+/// Elastic mode: slurmctld (as SlurmUser) creates kElasticKickFile in this directory (made by
+/// configure, owned by the Slurm user) at each job submission or change;
+/// oneslurm-elastic.path starts a cycle while it exists, and the cycle removes it.
+inline constexpr char kElasticKickDir[] = "/run/one-hpc-elastic";
+inline constexpr char kElasticKickFile[] = "/run/one-hpc-elastic/kick";
+/// When the last elastic cycle started (seconds since the epoch): cycles are spaced. Root's
+/// (not in the Slurm user's kick directory).
+inline constexpr char kElasticLastCycleFile[] = "/run/one-hpc/elastic-last-cycle";
 /// This node's own GPUs (every worker, and an empty one on the controller or portal): the
 /// configless gres.conf includes it, so each dynamic node describes its own devices.
 inline constexpr char kGresNodeConfPath[] = "/etc/slurm/gres-node.conf";
@@ -93,6 +104,8 @@ inline constexpr char kSelfDrainUnit[] = "oneslurm-self-drain.service";
 inline constexpr char kReconcileTimer[] = "oneslurm-reconcile.timer";
 /// Elastic mode (ONEAPP_SLURM_ELASTIC=YES): `one-hpc elastic` every 60 s.
 inline constexpr char kElasticTimer[] = "oneslurm-elastic.timer";
+/// Elastic mode: a cycle as soon as a job is submitted (PathExists=kElasticKickFile).
+inline constexpr char kElasticPath[] = "oneslurm-elastic.path";
 /// Accounting dumps (the portal, and the controller with accounting on).
 inline constexpr char kAccountingDumpTimer[] = "one-hpc-accounting-dump.timer";
 /// OneSlurm workers: `one-hpc follow` every 30 s (a rotated key, a replaced controller).

@@ -94,6 +94,56 @@ Status WaitForSlurmctld(RoleEnv& env, const std::string& host) {
   return Ok();
 }
 
+// The image may have the packaged slurmd enabled: with our slurm.conf present it would start
+// on the controller and fail (the controller is not a node).
+Status DisablePackagedSlurmd(RoleEnv& env) {
+  const std::string link =
+      "/etc/systemd/system/multi-user.target.wants/" + std::string(slurm::kSlurmdUnit);
+  if (!env.files.Exists(link)) return Ok();
+  return env.plan.Do("disable " + std::string(slurm::kSlurmdUnit),
+                     "the controller is not a Slurm node; the packaged slurmd would start with "
+                     "the controller's slurm.conf and fail",
+                     [&] { return env.systemd.Disable(slurm::kSlurmdUnit); });
+}
+
+// Slurm's lua plugin as Debian installs it (/usr/lib/<multiarch>/slurm-wlm/): slurmctld
+// cannot start with JobSubmitPlugins=lua and no plugin.
+bool HasJobSubmitLuaPlugin(const Files& files) {
+  auto dirs = files.List("/usr/lib");
+  if (!dirs) return false;
+  for (const auto& d : *dirs) {
+    if (files.Exists("/usr/lib/" + d + "/slurm-wlm/job_submit_lua.so")) return true;
+  }
+  return files.Exists("/usr/lib/slurm-wlm/job_submit_lua.so");
+}
+
+// job_submit.lua, before slurm.conf names it (slurmctld cannot start without the script).
+// True when one-hpc's script is in place; false when the file is the site's own (it does not
+// start with one-hpc's first line: kept as it is, and slurm.conf does not load it, as before)
+// or Slurm has no lua plugin here.
+Result<bool> EnsureJobSubmitLua(RoleEnv& env) {
+  if (!HasJobSubmitLuaPlugin(env.files)) {
+    log::Warn(
+        "controller: no job_submit_lua.so under /usr/lib/*/slurm-wlm: slurm.conf loads no "
+        "job_submit.lua; in elastic mode a new job waits for the next 60 s cycle");
+    return false;
+  }
+  auto current = env.files.ReadIfExists(slurm::kJobSubmitLuaPath);
+  if (!current) return Fail(current.error());
+  if (current->has_value() && !(*current)->starts_with(slurm::kJobSubmitLuaFirstLine)) {
+    log::Warn(
+        "controller: {} is not one-hpc's (its first line is not \"{}\"): kept, and slurm.conf "
+        "does not load it; in elastic mode a new job waits for the next 60 s cycle",
+        slurm::kJobSubmitLuaPath, slurm::kJobSubmitLuaFirstLine);
+    return false;
+  }
+  auto s = EnsureFile(env, slurm::kJobSubmitLuaPath,
+                      slurm::RenderJobSubmitLua(slurm::kElasticKickFile), 0644, std::nullopt,
+                      "in elastic mode a submitted job starts an elastic cycle at once");
+  if (!s) return Fail(s.error());
+  return true;
+}
+
 }  // namespace
 
 Result<ControllerKeys> SetUpSlurmController(RoleEnv& env, const ControllerSetup& setup) {
@@ -128,17 +178,7 @@ Result<ControllerKeys> SetUpSlurmController(RoleEnv& env, const ControllerSetup&
     if (auto s = slurm::SetUpAccounting(env, setup.accounting_dumps); !s) return Fail(s.error());
   }
 
-  // The image may have the packaged slurmd enabled: with our slurm.conf present it would
-  // start on the controller and fail (the controller is not a node).
-  std::string slurmd_link =
-      "/etc/systemd/system/multi-user.target.wants/" + std::string(slurm::kSlurmdUnit);
-  if (env.files.Exists(slurmd_link)) {
-    auto s = env.plan.Do("disable " + std::string(slurm::kSlurmdUnit),
-                         "the controller is not a Slurm node; the packaged slurmd would start "
-                         "with the controller's slurm.conf and fail",
-                         [&] { return env.systemd.Disable(slurm::kSlurmdUnit); });
-    if (!s) return Fail(s.error());
-  }
+  if (auto s = DisablePackagedSlurmd(env); !s) return Fail(s.error());
 
   if (auto s = EnsureDirectory(env, setup.state_save_location, 0700, FileOwner{"slurm", "slurm"},
                                "slurmctld saves its state (registered nodes, jobs) there");
@@ -159,6 +199,9 @@ Result<ControllerKeys> SetUpSlurmController(RoleEnv& env, const ControllerSetup&
   params.state_save_location = setup.state_save_location;
   params.accounting = accounting;
   params.use_cgroup = cgroups.use_cgroup;
+  auto lua = EnsureJobSubmitLua(env);
+  if (!lua) return Fail(lua.error());
+  params.job_submit_lua = *lua;
   const std::string slurm_conf = slurm::RenderSlurmConf(params);
   // A controller configured by a one-hpc without gres.conf (an upgrade) must restart to serve it.
   const bool gres_added =
@@ -240,7 +283,7 @@ Result<ControllerKeys> SetUpSlurmController(RoleEnv& env, const ControllerSetup&
     return Fail(s.error());
   }
 
-  if (auto s = EnsureElasticTimer(env); !s) return Fail(s.error());
+  if (auto s = EnsureElasticUnits(env); !s) return Fail(s.error());
 
   auto server = slurm::EnsureKeyServer(env, setup.addr);
   if (!server) return Fail(server.error());

@@ -229,6 +229,80 @@ elastic::Snapshot WithReadyJobs(elastic::Snapshot s, long long now, ElasticState
   return s;
 }
 
+// Waits until `spacing` has passed since the last cycle began, records this one's start, then
+// removes the kick file: true when it was there (a job was submitted or changed since the
+// last cycle began). Trouble with either file is logged, never fatal: the timer still runs.
+bool StartAfterTheLastCycle(const ElasticOptions& options, Clock& clock, Files& files,
+                            const std::function<long long()>& now) {
+  auto last = files.ReadIfExists(options.last_cycle_file);
+  if (last && *last) {
+    const long long then = std::strtoll((*last)->c_str(), nullptr, 10);
+    const long long since = now() - then;
+    const long long spacing_s = (options.spacing.count() + 999) / 1000;
+    if (then > 0 && since >= 0 && since < spacing_s) {
+      log::Info("elastic: the last cycle began {} s ago; starting in {} s", since,
+                spacing_s - since);
+      clock.SleepFor(Duration((spacing_s - since) * 1000));
+    }
+  }
+  if (auto s = files.WriteAtomic(options.last_cycle_file, std::to_string(now()) + "\n", 0644); !s) {
+    log::Warn("elastic: cannot record this cycle's start: {}", s.error().message);
+  }
+  const bool kicked = files.Exists(options.kick_file);
+  if (kicked) {
+    if (auto s = files.Remove(options.kick_file); !s) {
+      log::Warn("elastic: cannot remove {}: {}", options.kick_file, s.error().message);
+    }
+  }
+  return kicked;
+}
+
+// A job just submitted pends with reason None until slurmctld's scheduler looks at it (about a
+// second, up to its batch_sched_delay): polls squeue each second, up to `settle`, until no
+// pending job has reason None, so that the cycle counts what the new jobs wait for.
+void WaitForNewJobsEvaluated(slurm::SlurmClient& client, Clock& clock, Duration settle) {
+  const TimePoint begin = clock.Now();
+  for (;;) {
+    auto pending = client.PendingJobs();
+    if (!pending) return;  // the cycle reads them again and reports the failure
+    const auto unevaluated =
+        std::count_if(pending->begin(), pending->end(),
+                      [](const slurm::PendingJob& j) { return j.reason == "None"; });
+    if (unevaluated == 0) return;
+    if (clock.Now() - begin + Duration(1000) > settle) {
+      log::Info("elastic: {} pending job(s) still without a reason after {} ms; counted next cycle",
+                unevaluated, settle.count());
+      return;
+    }
+    clock.SleepFor(Duration(1000));
+  }
+}
+
+// Exit codes lie: reads the drains and resumes of this cycle back once; one that did not take
+// becomes a failure.
+void VerifyNodeChanges(slurm::SlurmClient& client, ElasticReport& report, const std::string& pfx) {
+  auto after = client.ShowNodes();
+  if (!after) {
+    log::Warn("{}cannot verify the changes: {}", pfx, after.error().message);
+    return;
+  }
+  std::map<std::string, const slurm::SlurmNode*> by_name;
+  for (const auto& n : *after) by_name[n.name] = &n;
+  for (auto& o : report.outcomes) {
+    if (!o.done) continue;
+    auto found = by_name.find(o.action.node);
+    if (found == by_name.end()) continue;
+    const bool drained = found->second->IsDrain();
+    if ((o.action.kind == Kind::kDrain && !drained) ||
+        (o.action.kind == Kind::kResume && drained)) {
+      o.done = false;
+      o.failed = true;
+      o.note = "scontrol reported success but the node is " + found->second->state;
+      log::Error("{}{} {}: {}", pfx, elastic::ActionVerb(o.action.kind), o.action.node, o.note);
+    }
+  }
+}
+
 // The job id of a job array's task (`123_4` -> `123`); any other id as it is. A job array's
 // tasks are told (AdminComment) once, through the array: jobid=<array id> updates every task,
 // and one task's id would split it off the array.
@@ -338,8 +412,11 @@ Result<elastic::Snapshot> BuildElasticSnapshot(const ServiceInfo& service, const
 
 Result<ElasticReport> RunElastic(const ElasticOptions& options, OneGateClient& onegate,
                                  ProcessRunner& runner, Clock& clock, Files& files) {
+  const std::function<long long()> epoch =
+      options.now ? options.now : [] { return static_cast<long long>(std::time(nullptr)); };
+  const bool kicked = !options.dry_run && StartAfterTheLastCycle(options, clock, files, epoch);
   const TimePoint start = clock.Now();
-  const long long now = options.now ? options.now() : static_cast<long long>(std::time(nullptr));
+  const long long now = epoch();
   ElasticReport report;
   const std::string pfx = options.dry_run ? "elastic (dry run): " : "elastic: ";
   auto skip = [&](std::string why) {
@@ -351,17 +428,18 @@ Result<ElasticReport> RunElastic(const ElasticOptions& options, OneGateClient& o
   auto state = LoadElasticState(files, options.state_file);
   if (!state) return Fail(state.error().WithContext("elastic: reading its state"));
 
+  slurm::SlurmClientOptions client_options;
+  client_options.slurm_conf = options.slurm_conf;
+  client_options.timeout = options.command_timeout;
+  slurm::SlurmClient client(runner, client_options);
+  if (kicked) WaitForNewJobsEvaluated(client, clock, options.settle);
+
   const int requests_before = onegate.requests_sent();
   auto service = onegate.GetService(true);
   report.onegate_requests = onegate.requests_sent() - requests_before;
   if (!service) {
     return skip("OneGate GET /service?extended=true failed: " + service.error().message);
   }
-
-  slurm::SlurmClientOptions client_options;
-  client_options.slurm_conf = options.slurm_conf;
-  client_options.timeout = options.command_timeout;
-  slurm::SlurmClient client(runner, client_options);
   auto finish = [&]() {
     report.slurm_calls = client.calls();
     report.onegate_requests = onegate.requests_sent() - requests_before;
@@ -536,28 +614,7 @@ Result<ElasticReport> RunElastic(const ElasticOptions& options, OneGateClient& o
       }
     }
     if (node_changes && clock.Now() - start <= options.budget + Duration(10000)) {
-      // Exit codes lie: read the drains and resumes back once.
-      auto after = client.ShowNodes();
-      if (!after) {
-        log::Warn("{}cannot verify the changes: {}", pfx, after.error().message);
-      } else {
-        std::map<std::string, const slurm::SlurmNode*> by_name;
-        for (const auto& n : *after) by_name[n.name] = &n;
-        for (auto& o : report.outcomes) {
-          if (!o.done) continue;
-          auto found = by_name.find(o.action.node);
-          if (found == by_name.end()) continue;
-          const bool drained = found->second->IsDrain();
-          if ((o.action.kind == Kind::kDrain && !drained) ||
-              (o.action.kind == Kind::kResume && drained)) {
-            o.done = false;
-            o.failed = true;
-            o.note = "scontrol reported success but the node is " + found->second->state;
-            log::Error("{}{} {}: {}", pfx, elastic::ActionVerb(o.action.kind), o.action.node,
-                       o.note);
-          }
-        }
-      }
+      VerifyNodeChanges(client, report, pfx);
     }
     state->registered_vms = registered_now;
     std::set<std::string> still;

@@ -53,6 +53,16 @@ struct ElasticOptions {
   std::string state_file = kElasticStateFile;
   /// Seconds since the epoch (STIME, Slurm's times); default: time(nullptr).
   std::function<long long()> now;
+  /// Created by job_submit.lua at each submission (oneslurm-elastic.path starts a cycle while
+  /// it exists); a cycle removes it as it starts, after the spacing.
+  std::string kick_file = slurm::kElasticKickFile;
+  /// A cycle starts at least `spacing` after the last one (whose start time this file keeps):
+  /// a burst of submissions costs one cycle per spacing, not one per job.
+  std::string last_cycle_file = slurm::kElasticLastCycleFile;
+  Duration spacing{5000};
+  /// A kicked cycle waits up to this long (polling squeue each second) for the jobs Slurm has
+  /// not evaluated yet (reason None) to get their reason: the new job is usually one of them.
+  Duration settle{8000};
 };
 
 /// What the cycle keeps between runs.

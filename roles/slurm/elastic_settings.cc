@@ -47,7 +47,8 @@ std::vector<SettingSpec> ElasticSettings(const std::string& role) {
       Int(kElasticIdleSetting, role, "600", 60, 604800,
           "Elastic mode: seconds a node stays idle before it is drained and its VM terminated."),
       Int(kElasticStepSetting, role, "4", 1, 1000,
-          "Elastic mode: most workers asked for in one cycle (every 60 s)."),
+          "Elastic mode: most workers asked for in one cycle (at each job submission, and every 60 "
+          "s)."),
   };
 }
 
@@ -75,10 +76,16 @@ Result<elastic::Limits> ElasticLimits(const Settings& settings) {
   return limits;
 }
 
-Status EnsureElasticTimer(RoleEnv& env) {
+Status EnsureElasticUnits(RoleEnv& env) {
   if (!env.settings.GetBool(kElasticSetting)) return Ok();
   auto limits = ElasticLimits(env.settings);
   if (!limits) return Fail(limits.error());
+  // slurmctld's job_submit.lua creates the kick file here as the Slurm user.
+  if (auto s = EnsureDirectory(env, slurm::kElasticKickDir, 0755, FileOwner{"slurm", "slurm"},
+                               "slurmctld asks for an elastic cycle there at each submission");
+      !s) {
+    return s;
+  }
   if (auto s = EnsureUnitEnabled(
           env, slurm::kElasticTimer, "timers.target",
           fmt::format("elastic mode: {} to {} workers, idle limit {} s", limits->min_nodes,
@@ -86,7 +93,19 @@ Status EnsureElasticTimer(RoleEnv& env) {
       !s) {
     return s;
   }
-  return EnsureUnitRunning(env, slurm::kElasticTimer, false, "", "runs one-hpc elastic every 60 s");
+  if (auto s = EnsureUnitRunning(env, slurm::kElasticTimer, false, "",
+                                 "runs one-hpc elastic every 60 s");
+      !s) {
+    return s;
+  }
+  if (auto s = EnsureUnitEnabled(env, slurm::kElasticPath, "paths.target",
+                                 "elastic mode: a cycle as soon as a job is submitted");
+      !s) {
+    return s;
+  }
+  return EnsureUnitRunning(
+      env, slurm::kElasticPath, false, "",
+      std::string("starts one-hpc elastic while ") + slurm::kElasticKickFile + " exists");
 }
 
 }  // namespace onehpc

@@ -31,10 +31,11 @@ std::vector<SettingSpec> ElasticSettings(const std::string& role);
 /// would refuse the nodes beyond it).
 Result<elastic::Limits> ElasticLimits(const Settings& settings);
 
-/// Configure: with ONEAPP_SLURM_ELASTIC=YES, checks the limits and enables and starts
-/// oneslurm-elastic.timer; otherwise does nothing (the role record turns a timer that an
-/// earlier configure enabled off again).
-Status EnsureElasticTimer(RoleEnv& env);
+/// Configure: with ONEAPP_SLURM_ELASTIC=YES, checks the limits, makes the kick directory
+/// (owned by the Slurm user) and enables and starts oneslurm-elastic.timer and
+/// oneslurm-elastic.path; otherwise does nothing (the role record turns units that an earlier
+/// configure enabled off again).
+Status EnsureElasticUnits(RoleEnv& env);
 
 }  // namespace onehpc
 

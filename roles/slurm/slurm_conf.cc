@@ -180,9 +180,40 @@ std::string RenderSlurmConf(const SlurmConfParams& p) {
       << "HealthCheckInterval=" << p.health_check_interval << "\n"
       << "HealthCheckNodeState=ANY\n";
   }
+  if (p.job_submit_lua) {
+    o << "# job_submit.lua asks for an elastic cycle at each submission (one-hpc elastic).\n"
+      << "JobSubmitPlugins=lua\n";
+  }
   o << "Nodeset=" << kNodeFeature << " Feature=" << kNodeFeature << "\n"
     << "PartitionName=all Nodes=ALL Default=YES MaxTime=INFINITE State=UP\n";
   return o.str();
+}
+
+std::string RenderJobSubmitLua(const std::string& kick_file) {
+  return std::string(kJobSubmitLuaFirstLine) +
+         "\n"
+         "-- slurmctld runs it (as its SlurmUser) for each job submitted or changed. In elastic\n"
+         "-- mode it creates the file below, and oneslurm-elastic.path starts an elastic cycle\n"
+         "-- at once instead of at the next 60 s tick; the cycle removes the file. Elsewhere the\n"
+         "-- directory does not exist and the open fails. The job is never changed or refused.\n"
+         "local kick = \"" +
+         kick_file +
+         "\"\n"
+         "\n"
+         "local function ask_for_an_elastic_cycle()\n"
+         "  local f = io.open(kick, \"a\")\n"
+         "  if f then f:close() end\n"
+         "end\n"
+         "\n"
+         "function slurm_job_submit(job_desc, part_list, submit_uid)\n"
+         "  ask_for_an_elastic_cycle()\n"
+         "  return slurm.SUCCESS\n"
+         "end\n"
+         "\n"
+         "function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)\n"
+         "  ask_for_an_elastic_cycle()\n"
+         "  return slurm.SUCCESS\n"
+         "end\n";
 }
 
 std::string RenderCgroupConf(bool use_cgroup) {

@@ -45,10 +45,20 @@ struct SlurmConfParams {
   /// HealthCheckProgram, run by every slurmd every 60 s in any state ("" = none).
   std::string health_check_program = kHealthCheckProgram;
   int health_check_interval = 60;  ///< seconds
+  /// JobSubmitPlugins=lua: slurmctld runs kJobSubmitLuaPath at each submission (written
+  /// before slurmctld starts: it cannot start without the script).
+  bool job_submit_lua = false;
 };
 
 /// The complete slurm.conf (deterministic: same params → same bytes).
 std::string RenderSlurmConf(const SlurmConfParams& params);
+/// The first line of one-hpc's job_submit.lua: a script that starts otherwise is not ours.
+inline constexpr char kJobSubmitLuaFirstLine[] =
+    "-- Written by one-hpc (Slurm controller) at every configure; local edits are overwritten.";
+/// job_submit.lua: at each job submission and change, creates `kick_file` if its directory
+/// exists (elastic mode: oneslurm-elastic.path then starts a cycle) and lets the job through
+/// unchanged. Nothing else: a failure to create the file never refuses a job.
+std::string RenderJobSubmitLua(const std::string& kick_file);
 /// cgroup.conf matching the choice (served to workers configless, like slurm.conf).
 std::string RenderCgroupConf(bool use_cgroup);
 

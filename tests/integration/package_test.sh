@@ -30,6 +30,7 @@ for path in ./usr/sbin/one-hpc ./usr/lib/systemd/system/one-hpc-configure.servic
     ./usr/lib/systemd/system/one-hpc-reconfigure.service \
     ./usr/lib/systemd/system/one-hpc-key-server.socket \
     ./usr/lib/systemd/system/one-hpc-key-server@.service \
+    ./usr/lib/systemd/system/oneslurm-elastic.path ./usr/lib/systemd/system/oneslurm-elastic.service \
     ./usr/lib/udev/rules.d/65-one-hpc-context.rules ./usr/lib/systemd/system-preset/80-one-hpc.preset \
     ./usr/share/doc/one-hpc/copyright ./usr/share/doc/one-hpc/changelog.gz \
     ./usr/share/man/man8/one-hpc.8.gz ./usr/share/lintian/overrides/one-hpc; do

@@ -182,11 +182,16 @@ class Lab {
     p.slurmd_log_file = dir_ + "/log/slurmd-%n.log";
     p.health_check_program = health_check_program_;
     p.health_check_interval = 5;
+    // The product's job_submit.lua (slurmctld reads it beside slurm.conf), kicking a lab file.
+    p.job_submit_lua = true;
+    std::ofstream(dir_ + "/etc/job_submit.lua") << slurm::RenderJobSubmitLua(KickFile());
     std::ofstream(conf()) << slurm::RenderSlurmConf(p);
     // As on the controller: gres.conf includes each node's own file (no GPU by default).
     std::ofstream(dir_ + "/etc/gres.conf") << slurm::RenderGresConf(NodeGresConf());
     WriteNodeGres(host::GpuInventory{{}, "", "no GPU"});
   }
+  /// What job_submit.lua creates at each submission (slurm.conf runs it as SlurmUser root).
+  std::string KickFile() const { return dir_ + "/run/elastic-kick"; }
   /// The file every lab node's fetched gres.conf includes (one file: the nodes share a disk).
   std::string NodeGresConf() const { return dir_ + "/etc/gres-node.conf"; }
   void WriteNodeGres(const host::GpuInventory& gpus) {
@@ -772,6 +777,9 @@ TEST_F(SlurmRealTest, ElasticGrowsForAWaitingJobAndShrinksByTheExactIdleVms) {
     o.limits.max_nodes = 3;
     o.dry_run = dry_run;
     o.now = [&] { return static_cast<long long>(time(nullptr)) + shift; };
+    o.kick_file = g_lab->KickFile();
+    o.last_cycle_file = g_lab->dir() + "/run/elastic-last-cycle";
+    o.spacing = Duration(0);  // the unit test proves the spacing; here it would only wait
     Files files;
     return RunElastic(o, client, g_lab->runner(), clock_, files);
   };
@@ -781,11 +789,16 @@ TEST_F(SlurmRealTest, ElasticGrowsForAWaitingJobAndShrinksByTheExactIdleVms) {
     return out;
   };
 
+  std::error_code gone;
+  fs::remove(g_lab->KickFile(), gone);  // earlier tests' jobs made it too
   auto submitted = g_lab->Slurm({"sbatch", "--parsable", "--no-requeue", "-N3", "-o",
                                  g_lab->dir() + "/jobs/%j.out", "--wrap", "sleep 8"});
   ASSERT_TRUE(submitted.ok()) << "Slurm refused a 3-node job on a 1-node cluster: "
                               << submitted.err;
   std::string job = submitted.out.substr(0, submitted.out.find_first_of(";\n"));
+  // slurmctld ran the product's job_submit.lua for it (JobSubmitPlugins=lua): the kick that
+  // starts oneslurm-elastic.path's cycle on a controller.
+  EXPECT_TRUE(fs::exists(g_lab->KickFile())) << "job_submit.lua did not create the kick file";
   std::string reason;
   ASSERT_TRUE(WaitFor(
       [&] {
@@ -805,6 +818,7 @@ TEST_F(SlurmRealTest, ElasticGrowsForAWaitingJobAndShrinksByTheExactIdleVms) {
   auto grow = cycle();
   ASSERT_TRUE(grow) << grow.error().message;
   EXPECT_EQ(grow->onegate_requests, 2);  // GET /service and the PUT
+  EXPECT_FALSE(fs::exists(g_lab->KickFile())) << "the cycle did not consume the kick";
   EXPECT_EQ(sim_.Cardinality(service, "worker"), 3) << "the cycle did not ask for 3 workers";
   // OneFlow creates the two VMs; they boot and register.
   add_worker("el2");

@@ -8,7 +8,7 @@ tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 # ExecStart paths are checked: render the units with the built binary's path.
 mkdir -p "$tmp/units"
 for unit in "$SRC"/install/systemd/*.service "$SRC"/install/systemd/*.timer \
-    "$SRC"/install/systemd/*.socket; do
+    "$SRC"/install/systemd/*.socket "$SRC"/install/systemd/*.path; do
   [ -e "$unit" ] || continue
   sed "s#/usr/sbin/one-hpc#$BIN#g" "$unit" >"$tmp/units/$(basename "$unit")"
 done

@@ -5,13 +5,16 @@
 # the role's cardinality rises above its VMs it creates the new VMs and boots them; when a VM
 # is terminated through OneGate it powers that container off (what OneFlow's terminate does:
 # an ACPI poweroff, so the worker's self-drain runs). The cycle runs as the real unit
-# (oneslurm-elastic.service started by hand, as its timer would start it).
+# (oneslurm-elastic.service): in phase 2 started by oneslurm-elastic.path when slurmctld's
+# job_submit.lua kicks it, then by hand, as its timer would start it.
 #
 #   1  a controller (elastic mode, workers 1..3, idle limit 60 s) and 1 worker come up;
-#      oneslurm-elastic.timer is enabled by configure;
-#   2  a job asking for 3 nodes pends; one cycle raises the worker role's cardinality to 3 in
-#      OneGate; the two new workers boot and the job runs on 3 nodes (figure: job submitted to
-#      job running);
+#      oneslurm-elastic.timer and oneslurm-elastic.path are enabled by configure, slurm.conf
+#      loads one-hpc's job_submit.lua;
+#   2  a job asking for 3 nodes is submitted; with no cycle started by the test, the worker
+#      role's cardinality is 3 in OneGate within 10 s (figure: submitted to cardinality raised);
+#      the two new workers boot and the job runs on 3 nodes (figure: job submitted to job
+#      running);
 #   3  a job runs on the first worker; after the idle limit the next cycle drains the two
 #      others with "one-hpc elastic: idle", the cycle after terminates exactly their VMs; their
 #      nodes leave Slurm, the role's cardinality is 1 again and the job is still running;
@@ -45,6 +48,10 @@ declare -A VMID=() IP=()
 SERVICE=""
 NEXT_IP=10
 # new_slurm_vm, node, ctl: lab_lib.sh.
+# shellcheck disable=SC2317  # invoked through wait_for
+cardinality_is() { [ "$(cardinality)" = "$1" ]; }
+# shellcheck disable=SC2317  # invoked through wait_for
+cycle_finished() { [ "$(ctl systemctl is-active oneslurm-elastic.service)" != activating ]; }
 cardinality() { sim GET "/_sim/services/$SERVICE" | jq -r '.roles[] | select(.name == "worker") | .cardinality'; }
 role_vms() { sim GET "/_sim/services/$SERVICE" | jq -r '.roles[] | select(.name == "worker") | .nodes | length'; }
 terminated() { sim GET /_sim/terminations | jq -r '.[].vm_id' | sort -n | paste -sd' '; }
@@ -56,8 +63,6 @@ job_is() { [ "$(job_state "$1")" = "$2" ]; }
 registered() { ctl scontrol -o show node "$1" 2>/dev/null | grep -q "^NodeName=$1 "; }
 # shellcheck disable=SC2317  # invoked through wait_for
 not_registered() { ! registered "$1"; }
-# shellcheck disable=SC2317  # invoked through wait_for
-pending_for_a_reason() { ctl squeue -h -j "$1" -o '%r' 2>/dev/null | grep -qv '^None$'; }
 # shellcheck disable=SC2317  # invoked through wait_for
 job_gone() { [ -z "$(ctl squeue -h -j "$1" 2>/dev/null)" ]; }
 # shellcheck disable=SC2317  # invoked through wait_for
@@ -100,7 +105,9 @@ phase1_up() {
     check "controller READY" ready ctl
     check "w1 READY" ready w1
     check "configure enabled oneslurm-elastic.timer" eq "$(ctl systemctl is-enabled oneslurm-elastic.timer)" enabled
-    # The cycles below are started by hand, one at a time.
+    check "configure enabled and started oneslurm-elastic.path" eq "$(ctl systemctl is-enabled oneslurm-elastic.path) $(ctl systemctl is-active oneslurm-elastic.path)" "enabled active"
+    check "slurmctld loads one-hpc's job_submit.lua" eq "$(ctl scontrol show config | sed -n 's/^JobSubmitPlugins *= *//p')" lua
+    # Phase 2's cycle comes from the path unit; the timer's are left out of the test.
     ctl systemctl stop oneslurm-elastic.timer oneslurm-reconcile.timer
     wait_for 30 idle_node "$(node w1)"
     check "$(node w1) idle" idle_node "$(node w1)"
@@ -109,14 +116,21 @@ phase1_up() {
 phase2_grow() {
     local job t0 n
     step "2. a job asking for 3 nodes grows the worker role from 1 to 3"
+    before=$(ctl journalctl -u oneslurm-elastic.service -o cat --no-pager | wc -l)
     t0=$(_bl_now)
     job=$(ctl sbatch --parsable -N3 -o /dev/null --wrap 'srun hostname; sleep 20') ||
         { echo "sbatch refused the job: $job"; return 1; }
-    wait_for 20 pending_for_a_reason "$job"
+    # No cycle started here: job_submit.lua kicks oneslurm-elastic.path.
+    wait_for 10 cardinality_is 3
+    check "submitting the job raised the worker role's cardinality to 3 within 10 s" eq "$(cardinality)" 3
+    timing "2: job submitted -> cardinality raised (path unit)" "$(_bl_dt "$t0" "$(_bl_now)")"
     say "job $job pends for: $(ctl squeue -h -j "$job" -o '%r')"
-    elastic_now
-    check "the cycle raised the worker role's cardinality to 3" eq "$(cardinality)" 3
+    wait_for 10 cycle_finished
+    ctl journalctl -u oneslurm-elastic.service -o cat --no-pager | tail -n +"$((before + 1))" |
+        grep -v '^Start\|^Finished\|^oneslurm-elastic.service: Deactivated' > "$BOOTLAB_DIR/logs/elastic.last"
+    sed 's/^/    | /' "$BOOTLAB_DIR/logs/elastic.last"
     check "the decision is logged with its reason" grep -qF "grow role worker to 3 VMs: 1 job(s) ($job) wait for 3 node(s)" "$BOOTLAB_DIR/logs/elastic.last"
+    check "the cycle consumed the kick" eq "$(ctl test -e /run/one-hpc-elastic/kick && echo left)" ""
     # OneFlow creates the two VMs; they boot.
     new_slurm_vm w2 worker ONEAPP_SLURM_JOIN_TIMEOUT=120 || return 1
     new_slurm_vm w3 worker ONEAPP_SLURM_JOIN_TIMEOUT=120 || return 1
@@ -131,6 +145,8 @@ phase2_grow() {
 phase3_shrink() {
     local keep t0 n gone
     step "3. idle workers drained, then exactly their VMs terminated, while a job runs on w1"
+    # The cycles below are started by hand, one at a time.
+    ctl systemctl stop oneslurm-elastic.path
     keep=$(ctl sbatch --parsable -w "$(node w1)" -o /dev/null --wrap 'sleep 600')
     wait_for 30 job_is "$keep" RUNNING
     check "job $keep runs on $(node w1)" job_is "$keep" RUNNING

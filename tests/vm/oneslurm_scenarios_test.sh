@@ -82,7 +82,7 @@ if [ "$(ctl 'systemctl is-enabled oneslurm-elastic.timer' 2>&1)" = enabled ]; th
     pass "configure enabled oneslurm-elastic.timer"
 else fail "configure enabled oneslurm-elastic.timer" "$(ctl 'systemctl status oneslurm-elastic.timer' 2>&1)"; fi
 # From here each cycle runs when the test says (elastic_now).
-ctl 'systemctl stop oneslurm-elastic.timer' >/dev/null 2>&1
+ctl 'systemctl stop oneslurm-elastic.timer oneslurm-elastic.path' >/dev/null 2>&1
 out=$(vm_ssh w1 '/usr/libexec/one-hpc/slurm-health-check; echo "exit=$?"' 2>&1)
 if grep -q '^exit=0$' <<<"$out" && [ "$(ctl 'scontrol show config' 2>/dev/null | sed -n 's/^HealthCheckProgram *= *//p')" = /usr/libexec/one-hpc/slurm-health-check ]; then
     pass "slurm.conf runs the shipped health check, and it passes on w1: $(grep -c '^ok' <<<"$out") checks ok"

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <pwd.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 
@@ -29,6 +30,8 @@ bool Has(const std::vector<std::string>& v, const std::string& item) {
   return std::find(v.begin(), v.end(), item) != v.end();
 }
 
+constexpr char kLuaPlugin[] = "/usr/lib/x86_64-linux-gnu/slurm-wlm/job_submit_lua.so";
+
 class ControllerTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -41,6 +44,7 @@ class ControllerTest : public ::testing::Test {
     onegate_ = std::make_unique<OneGateClient>(fakes::SimConfig(sim_, vm_), http_, m_.clock);
     m_.runner.On({"scontrol", "ping"},
                  Exit(0, "Slurmctld(primary) at slurm-one-controller is UP\n"));
+    m_.Write(kLuaPlugin, "");  // Debian's slurm-wlm-basic-plugins has it
     vars_ = {
         {"ETH0_IP", "10.0.0.5"}, {"ETH0_MASK", "255.255.255.0"}, {"VMID", std::to_string(vm_.id)}};
   }
@@ -259,6 +263,45 @@ TEST_F(ControllerTest, AccountingIsOffByDefaultAndTheSameAsThePortalsWhenOn) {
   EXPECT_TRUE(m_.Exists("/etc/slurm/slurmdbd.conf"));  // kept, with the password
 }
 
+// slurmctld cannot start with JobSubmitPlugins=lua and no script: one-hpc's is written first;
+// a job_submit.lua of the site's (an image's own) is kept byte for byte and not loaded, and
+// nothing is loaded where Slurm has no lua plugin.
+TEST_F(ControllerTest, JobSubmitLuaIsWrittenBeforeSlurmConfNamesItAndASitesOwnIsKept) {
+  auto first = Configure();
+  ASSERT_TRUE(first);
+  const std::string ours = m_.Read(slurm::kJobSubmitLuaPath);
+  EXPECT_TRUE(ours.starts_with(slurm::kJobSubmitLuaFirstLine));
+  EXPECT_THAT(ours,
+              ::testing::HasSubstr("function slurm_job_submit(job_desc, part_list, submit_uid)"));
+  EXPECT_THAT(ours, ::testing::HasSubstr("return slurm.SUCCESS"));
+  EXPECT_EQ(slurm::SlurmConfValue(m_.Read("/etc/slurm/slurm.conf"), "JobSubmitPlugins"), "lua");
+  auto first_changes = first->Changes();
+  EXPECT_TRUE(std::any_of(first_changes.begin(), first_changes.end(), [](const std::string& c) {
+    return c.find(slurm::kJobSubmitLuaPath) != std::string::npos;
+  })) << first->plan.Render();
+  auto again = Configure();
+  for (const auto& c : again->Changes()) {
+    EXPECT_EQ(c.find(slurm::kJobSubmitLuaPath), std::string::npos) << c;
+  }
+
+  const std::string site =
+      "-- the site's own\nfunction slurm_job_submit() return slurm.SUCCESS end\n";
+  m_.Write(slurm::kJobSubmitLuaPath, site);
+  auto kept = Configure();
+  ASSERT_TRUE(kept);
+  EXPECT_EQ(m_.Read(slurm::kJobSubmitLuaPath), site);
+  EXPECT_EQ(slurm::SlurmConfValue(m_.Read("/etc/slurm/slurm.conf"), "JobSubmitPlugins"),
+            std::nullopt);
+
+  // Without Slurm's lua plugin slurmctld could not start with JobSubmitPlugins=lua.
+  m_.Write(slurm::kJobSubmitLuaPath, ours);
+  ASSERT_EQ(::unlink((m_.root + kLuaPlugin).c_str()), 0);
+  auto no_plugin = Configure();
+  ASSERT_TRUE(no_plugin);
+  EXPECT_EQ(slurm::SlurmConfValue(m_.Read("/etc/slurm/slurm.conf"), "JobSubmitPlugins"),
+            std::nullopt);
+}
+
 TEST_F(ControllerTest, ElasticModeTurnsItsTimerOnAndBadLimitsStopBeforeAnyChange) {
   auto off = Configure();
   EXPECT_FALSE(Has(off->Changes(), "enable oneslurm-elastic.timer"));
@@ -268,6 +311,14 @@ TEST_F(ControllerTest, ElasticModeTurnsItsTimerOnAndBadLimitsStopBeforeAnyChange
   auto on = Configure();
   EXPECT_TRUE(Has(on->Changes(), "enable oneslurm-elastic.timer")) << on->plan.Render();
   EXPECT_TRUE(Has(on->Changes(), "start oneslurm-elastic.timer (--no-block)")) << on->plan.Render();
+  // A submission starts a cycle: the path unit watches the kick file that slurmctld's
+  // job_submit.lua creates in a directory of the Slurm user's.
+  EXPECT_TRUE(Has(on->Changes(), "enable oneslurm-elastic.path")) << on->plan.Render();
+  EXPECT_TRUE(Has(on->Changes(), "start oneslurm-elastic.path (--no-block)")) << on->plan.Render();
+  EXPECT_TRUE(m_.Exists(slurm::kElasticKickDir));
+  EXPECT_EQ(slurm::SlurmConfValue(m_.Read("/etc/slurm/slurm.conf"), "JobSubmitPlugins"), "lua");
+  EXPECT_THAT(m_.Read(slurm::kJobSubmitLuaPath),
+              ::testing::HasSubstr(std::string("local kick = \"") + slurm::kElasticKickFile));
 
   // A maximum above what slurmctld accepts: the error names both variables and values, and
   // the run changes nothing (not even slurm.conf for the new ONEAPP_SLURM_MAX_NODES).

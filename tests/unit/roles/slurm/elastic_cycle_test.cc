@@ -444,5 +444,63 @@ TEST_F(ElasticCycleTest, ACycleReadsWithOneOneGateRequestAndTwoSlurmCallsWhateve
   EXPECT_EQ(r->slurm_calls, 2);
 }
 
+// A submission (job_submit.lua creates the kick file) starts a cycle through
+// oneslurm-elastic.path: the cycle waits out the spacing from the last one, removes the kick,
+// and waits for the new job to get its reason before it counts.
+TEST_F(ElasticCycleTest, AKickedCycleKeepsItsSpacingRemovesTheKickAndWaitsForTheNewJobsReason) {
+  AddWorker("w1");
+  slurm_.nodes["w1"].base = "ALLOCATED";
+  machine_.Write(slurm::kElasticKickFile, "");
+  machine_.Write(slurm::kElasticLastCycleFile, std::to_string(now_ - 2) + "\n");
+  int reads = 0;
+  machine_.runner.On({"squeue", "-h", "-a", "-t", "PENDING"}, [&reads](const Command&) {
+    // slurmctld's scheduler looks at the job two reads after its submission.
+    return fakes::Exit(0, ++reads <= 2 ? "7|None|2\n" : "7|Resources|2\n");
+  });
+  const Duration slept_before = machine_.clock.slept();
+  auto r = Run();
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(Kinds(*r), std::vector<Kind>{Kind::kGrow});
+  EXPECT_EQ(sim_.Cardinality(service_, "worker"), 3);
+  EXPECT_FALSE(machine_.Exists(slurm::kElasticKickFile)) << "the cycle consumed the kick";
+  EXPECT_EQ(machine_.Read(slurm::kElasticLastCycleFile), std::to_string(now_) + "\n");
+  EXPECT_EQ(reads, 4) << "3 polls until the reason came, then the cycle's own read";
+  // 3 s left of the 5 s spacing, then 2 polls 1 s apart.
+  EXPECT_EQ((machine_.clock.slept() - slept_before).count(), 5000);
+  EXPECT_EQ(r->onegate_requests, 2) << "the read and the grow: the polls are squeue's alone";
+}
+
+TEST_F(ElasticCycleTest, AJobThatNeverGetsAReasonHoldsAKickedCycleEightSecondsAtMost) {
+  AddWorker("w1");
+  slurm_.nodes["w1"].base = "ALLOCATED";
+  slurm_.pending = {{"7", "None", 2}};
+  machine_.Write(slurm::kElasticKickFile, "");
+  const int cardinality = sim_.Cardinality(service_, "worker");
+  const Duration slept_before = machine_.clock.slept();
+  auto r = Run();
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ((machine_.clock.slept() - slept_before).count(), 8000);
+  EXPECT_TRUE(r->outcomes.empty()) << "a job Slurm has not looked at is not counted";
+  EXPECT_EQ(sim_.Cardinality(service_, "worker"), cardinality);
+  // A cycle of the timer (no kick) a minute later reads once and waits for nothing.
+  shift_ = 60;
+  const Duration slept_then = machine_.clock.slept();
+  auto timer = Run();
+  ASSERT_TRUE(timer) << timer.error().message;
+  EXPECT_EQ(timer->slurm_calls, 2);
+  EXPECT_EQ(machine_.clock.slept(), slept_then);
+}
+
+TEST_F(ElasticCycleTest, ADryRunNeitherWaitsNorConsumesTheKick) {
+  AddWorker("w1");
+  machine_.Write(slurm::kElasticKickFile, "");
+  machine_.Write(slurm::kElasticLastCycleFile, std::to_string(now_) + "\n");
+  const Duration slept_before = machine_.clock.slept();
+  ASSERT_TRUE(Run(true));
+  EXPECT_TRUE(machine_.Exists(slurm::kElasticKickFile));
+  EXPECT_EQ(machine_.Read(slurm::kElasticLastCycleFile), std::to_string(now_) + "\n");
+  EXPECT_EQ(machine_.clock.slept(), slept_before);
+}
+
 }  // namespace
 }  // namespace onehpc
