@@ -1,9 +1,28 @@
 #include "roles/slurm/registration.h"
 
+#include <cstdlib>
+#include <optional>
+
 #include "common/retry.h"
 #include "roles/slurm/slurm_conf.h"
 
 namespace onehpc::slurm {
+
+namespace {
+
+// MaxNodeCount of the configuration slurmd fetched; nullopt when it cannot be read.
+std::optional<int> MaxNodeCount(const Files& files, const std::string& fetched_conf) {
+  auto conf = files.ReadIfExists(fetched_conf);
+  if (!conf || !conf->has_value()) return std::nullopt;
+  auto value = SlurmConfValue(**conf, "MaxNodeCount");
+  if (!value) return std::nullopt;
+  char* end = nullptr;
+  const long n = std::strtol(value->c_str(), &end, 10);
+  if (end == value->c_str() || *end != '\0' || n <= 0) return std::nullopt;
+  return static_cast<int>(n);
+}
+
+}  // namespace
 
 Result<SlurmNode> WaitForRegistration(const Files& files, SlurmClient& client, Clock& clock,
                                       const RegistrationCheck& check) {
@@ -11,9 +30,10 @@ Result<SlurmNode> WaitForRegistration(const Files& files, SlurmClient& client, C
   const std::string& name = check.node_name;
   const std::string& ctl = check.controller_addr;
   bool have_conf = false;
+  std::optional<Error> full;  // slurmctld's table is full without this node: no retry helps
   auto node = Retry<SlurmNode>(
       policy, clock, "waiting for Slurm node " + name + " to register",
-      [](const Error&) { return true; },
+      [&](const Error&) { return !full; },
       [&]() -> Result<SlurmNode> {
         if (!files.Exists(check.fetched_conf)) {
           return Fail(ErrorKind::kNotFound,
@@ -22,11 +42,25 @@ Result<SlurmNode> WaitForRegistration(const Files& files, SlurmClient& client, C
         have_conf = true;
         auto shown = client.ShowNode(name);
         if (!shown) return Fail(shown.error());
-        if (!shown->has_value()) {
-          return Fail(ErrorKind::kNotFound, "node " + name + " is not registered yet");
+        if (shown->has_value()) return std::move(**shown);
+        // slurmctld refuses a dynamic node beyond MaxNodeCount without a word to slurmd, which
+        // never tries again: a full table is final for this slurmd.
+        const auto max = MaxNodeCount(files, check.fetched_conf);
+        auto count = max ? client.NodeCount() : Result<int>(0);
+        if (max && count && *count >= *max) {
+          auto again = client.ShowNode(name);  // it may have taken the last place meanwhile
+          if (again && again->has_value()) return std::move(**again);
+          full = Error{ErrorKind::kProcess,
+                       "Slurm node " + name + " was refused: slurmctld on " + ctl + " holds " +
+                           std::to_string(*count) + " nodes and its MaxNodeCount is " +
+                           std::to_string(*max) +
+                           " (ONEAPP_SLURM_MAX_NODES on the controller): raise it or keep the "
+                           "worker role's max_vms at most that"};
+          return Fail(*full);
         }
-        return std::move(**shown);
+        return Fail(ErrorKind::kNotFound, "node " + name + " is not registered yet");
       });
+  if (!node && full) return Fail(*full);
   if (node) return node;
   std::string seconds = std::to_string(check.timeout.count() / 1000);
   std::string port = std::to_string(kSlurmctldPort);

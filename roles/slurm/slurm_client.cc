@@ -1,5 +1,8 @@
 #include "roles/slurm/slurm_client.h"
 
+#include <cstdlib>
+#include <sstream>
+
 #include "common/log.h"
 
 namespace onehpc::slurm {
@@ -85,6 +88,28 @@ Result<std::map<std::string, std::vector<std::string>>> SlurmClient::ActiveJobsB
                 "squeue failed (exit " + std::to_string(r->exit_code) + "): " + ProcessText(*r));
   }
   return ParseSqueueJobNodes(r->out);
+}
+
+Result<int> SlurmClient::NodeCount() {
+  auto r = Run({options_.sinfo, "-h", "-a", "-o", "%D"});
+  if (!r) return Fail(r.error());
+  if (r->exit_code != 0) {
+    return Fail(ErrorKind::kProcess,
+                "sinfo failed (exit " + std::to_string(r->exit_code) + "): " + ProcessText(*r));
+  }
+  int total = 0;
+  std::istringstream in(r->out);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    char* end = nullptr;
+    const long n = std::strtol(line.c_str(), &end, 10);
+    if (end == line.c_str() || *end != '\0' || n < 0 || n > 1000000) {
+      return Fail(ErrorKind::kProcess, "sinfo printed '" + line + "' where a node count was due");
+    }
+    total += static_cast<int>(n);
+  }
+  return total;
 }
 
 Result<std::vector<PendingJob>> SlurmClient::PendingJobs() {

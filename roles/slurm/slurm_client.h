@@ -24,6 +24,7 @@ struct SlurmClientOptions {
   Duration timeout{10000};  ///< per call
   std::string scontrol = "scontrol";
   std::string squeue = "squeue";
+  std::string sinfo = "sinfo";
 };
 
 /// What a state change or delete found.
@@ -49,6 +50,9 @@ class SlurmClient {
   /// `squeue -h -a -t RUNNING,SUSPENDED,COMPLETING -o "%i %N"`: node → ids of the jobs that
   /// still hold it.
   Result<std::map<std::string, std::vector<std::string>>> ActiveJobsByNode();
+  /// `sinfo -h -a -o %D`: how many nodes slurmctld holds (its lines, one per partition and
+  /// state, summed: every node is in the one partition). A few lines whatever the nodes.
+  Result<int> NodeCount();
   /// `squeue -h -a -t PENDING -o "%i|%r|%D"`: the jobs that wait, with their reason and the
   /// nodes they ask for.
   Result<std::vector<PendingJob>> PendingJobs();

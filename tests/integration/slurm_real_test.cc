@@ -716,10 +716,14 @@ TEST_F(SlurmRealTest, FullNodeTableIsReported) {
   EXPECT_TRUE(slurm::WaitForRegistration(files, client, clock_, check));
   check.node_name = "f3";
   check.fetched_conf = g_lab->NodeConf("f3");
+  // A full table is final for this slurmd: the wait fails at once, not at its timeout.
+  check.timeout = milliseconds(60000);
+  const auto t0 = steady_clock::now();
   auto full = slurm::WaitForRegistration(files, client, clock_, check);
   ASSERT_FALSE(full);
-  EXPECT_NE(full.error().message.find("Slurm node f3 did not register with 10.79.0.1 within 5s: "
-                                      "the node table may be full (MaxNodeCount=2)"),
+  EXPECT_LT(steady_clock::now() - t0, milliseconds(15000));
+  EXPECT_NE(full.error().message.find("Slurm node f3 was refused: slurmctld on 10.79.0.1 holds 2 "
+                                      "nodes and its MaxNodeCount is 2"),
             std::string::npos)
       << full.error().message;
   EXPECT_TRUE(g_lab->SlurmdAlive("f3"));  // trap 1: slurmd runs on, silently rejected

@@ -18,7 +18,8 @@
 #   6  controller reboot (its context now says ONEAPP_SLURM_MAX_NODES=3): same munge key, the
 #      node kept, MaxNodeCount applied, the accounting of phase 1's job kept; accounting turned
 #      off by a reconfigure (units retired, database kept); worker reboot: it rejoins.
-#   5  node table full: 3 nodes, a 4th worker publishes the table-full ERROR, is not READY.
+#   5  node table full: 3 nodes, a 4th worker publishes the table-full ERROR at once (not at
+#      its join timeout), is not READY.
 #   3  hard removal: a worker running a job is killed (SIGKILL of its PID 1); the reconciler
 #      (timer shortened by a drop-in, SlurmdTimeout=15) drains it with the exact reason while
 #      the job is there ...
@@ -373,13 +374,15 @@ phase5_table_full() {
     boot_vms 240 w5 w6 || return 1
     wait_for 30 idle_is 3
     check "3 nodes idle (the table is full)" eq "$(idle_count)" 3
-    new_slurm_vm w7 worker ONEAPP_SLURM_JOIN_TIMEOUT=15 || return 1
-    say "4th worker: VM ${VMID[w7]} ($(node w7)), join timeout 15 s"
+    # A join timeout longer than the boot wait: only a join that sees the full table and
+    # fails at once lets the boot finish in time.
+    new_slurm_vm w7 worker ONEAPP_SLURM_JOIN_TIMEOUT=300 || return 1
+    say "4th worker: VM ${VMID[w7]} ($(node w7)), join timeout 300 s"
     boot_vms 120 w7 || return 1
     check "w7: one-hpc-configure failed" eq "$(configure_result w7)" exit-code
     err=$(sim_attr "${VMID[w7]}" ERROR)
     say "w7 ERROR in OneGate: $err"
-    check "w7 published the table-full ERROR" contains "$err" "node table may be full (MaxNodeCount=3)"
+    check "w7 published the table-full ERROR" contains "$err" "was refused: slurmctld on ${IP[ctl]} holds 3 nodes and its MaxNodeCount is 3"
     check "w7 is not READY" eq "$(sim_attr "${VMID[w7]}" READY)" ""
     check "$(node w7) is not in Slurm" not_registered "$(node w7)"
     check "still 3 nodes" eq "$(sinfo_nodes | wc -l)" 3

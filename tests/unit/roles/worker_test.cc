@@ -562,11 +562,26 @@ TEST_F(WorkerTest, TableFullIsReported) {
             std::string::npos)
       << status_.error().message;
   EXPECT_LE(m_.clock.slept(), Duration(30000));
+  // sinfo shows the table full (2 nodes of MaxNodeCount=2, an idle and an allocated line):
+  // the join fails at once instead of at its timeout.
+  m_.runner.On({"sinfo", "-h", "-a", "-o", "%D"}, fakes::Exit(0, "1\n1\n"));
+  const Duration slept = m_.clock.slept();
+  Run();
+  ASSERT_FALSE(status_);
+  EXPECT_NE(status_.error().message.find("Slurm node " + name_ +
+                                         " was refused: slurmctld on 10.0.0.5 holds 2 nodes "
+                                         "and its MaxNodeCount is 2 (ONEAPP_SLURM_MAX_NODES on "
+                                         "the controller)"),
+            std::string::npos)
+      << status_.error().message;
+  EXPECT_LT(m_.clock.slept() - slept, Duration(2000));
+  EXPECT_EQ(slurmd_starts_, 2) << "the second run restarted the unregistered slurmd";
+  m_.runner.On({"sinfo", "-h", "-a", "-o", "%D"}, fakes::Exit(0, "1\n"));
   // Reconfigure after a slot freed: slurmd is running but unregistered -> restarted.
   registers_ = true;
   auto run = RunOk();
   EXPECT_TRUE(Has(run->Changes(), "restart slurmd.service (--no-block)"));
-  EXPECT_EQ(slurmd_starts_, 2);
+  EXPECT_EQ(slurmd_starts_, 3);
 }
 
 TEST_F(WorkerTest, ConfigNeverFetched) {

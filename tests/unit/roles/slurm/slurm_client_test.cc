@@ -39,6 +39,19 @@ TEST_F(SlurmClientTest, EveryCallHasTimeoutAndConf) {
   EXPECT_EQ(c.calls(), 2);
 }
 
+// sinfo prints a line per partition and state; the lines add up to the nodes slurmctld holds.
+TEST_F(SlurmClientTest, NodeCountAddsSinfosLines) {
+  runner_.On({"sinfo", "-h", "-a", "-o", "%D"}, Exit(0, "97\n2\n1\n"));
+  auto c = Client();
+  EXPECT_EQ(c.NodeCount().value_or(-1), 100);
+  runner_.On({"sinfo", "-h", "-a", "-o", "%D"}, Exit(0, ""));
+  EXPECT_EQ(c.NodeCount().value_or(-1), 0);
+  runner_.On({"sinfo", "-h", "-a", "-o", "%D"}, Exit(0, "12 nodes\n"));
+  EXPECT_FALSE(c.NodeCount());
+  runner_.On({"sinfo", "-h", "-a", "-o", "%D"}, Exit(1, "", "slurm_load_partitions: Unable"));
+  EXPECT_FALSE(c.NodeCount());
+}
+
 TEST_F(SlurmClientTest, TimeoutIsAnError) {
   ProcessResult hung = Exit(-1);
   hung.timed_out = true;
