@@ -71,10 +71,14 @@ int Demand(const Limits& limits, const Snapshot& s, std::vector<std::string>& wa
       s.workers.begin(), s.workers.end(), [](const Worker& w) { return !w.node.empty(); }));
   for (const auto& job : s.pending) {
     if (!MoreNodesWouldHelp(job.reason)) {
-      // Slurm 22.05 says PartitionConfig when a job asks for more nodes than the partition
-      // has (dynamic nodes do not exist before they register); with no more nodes than that,
-      // the job asks something of each node that no worker has: more of them would not help.
-      if (!job.reason.starts_with("PartitionConfig") || job.nodes <= registered) continue;
+      // Slurm 22.05 says PartitionConfig, or PartitionNodeLimit (seen by the scale test, and
+      // kept), when a job asks for more nodes than the partition has (dynamic nodes do not
+      // exist before they register); with no more nodes than that, the job asks something of
+      // each node that no worker has, or more than a partition's MaxNodes: more of them would
+      // not help.
+      const bool partition_too_small =
+          job.reason.starts_with("PartitionConfig") || job.reason.starts_with("PartitionNodeLimit");
+      if (!partition_too_small || job.nodes <= registered) continue;
     }
     if (job.nodes > limits.max_nodes) {
       Action a = Make(Action::Kind::kJobTooLarge,

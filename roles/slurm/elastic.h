@@ -16,9 +16,9 @@
 //     says so (the ERROR the operator sees); a node that registers resets the count (the
 //     caller keeps it).
 //  2. Grow: jobs that pend for a reason more nodes would cure (Resources, Priority, Nodes...,
-//     ReqNodeNotAvail, NodeDown, not Dependency, holds or limits; and PartitionConfig, what
-//     Slurm 22.05 says of a job asking more nodes than are registered, only then) need their
-//     node counts;
+//     ReqNodeNotAvail, NodeDown, not Dependency, holds or limits; and PartitionConfig or
+//     PartitionNodeLimit, what Slurm 22.05 says of a job asking more nodes than are
+//     registered, only then) need their node counts;
 //     what the idle nodes, the booting VMs and our own idle-drained nodes (resumed first) do
 //     not cover is asked of OneFlow, at most `max_step` nodes a cycle and never beyond
 //     `max_nodes`. A job that asks for more than `max_nodes` could never run: it is reported,

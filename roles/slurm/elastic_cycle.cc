@@ -1,6 +1,7 @@
 #include "roles/slurm/elastic_cycle.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cstdlib>
 #include <ctime>
@@ -229,12 +230,14 @@ elastic::Snapshot WithReadyJobs(elastic::Snapshot s, long long now, ElasticState
   return s;
 }
 
-// Waits until `spacing` has passed since the last cycle began, records this one's start, then
-// removes the kick file: true when it was there (a job was submitted or changed since the
-// last cycle began). Trouble with either file is logged, never fatal: the timer still runs.
-bool StartAfterTheLastCycle(const ElasticOptions& options, Clock& clock, Files& files,
-                            const std::function<long long()>& now) {
-  auto last = files.ReadIfExists(options.last_cycle_file);
+// A cycle a submission started (the kick file is there) waits until `spacing` has passed since
+// the last cycle began, then removes the kick: true for such a cycle. Every cycle records its
+// start. Trouble with either file is logged, never fatal: the timer still runs.
+bool ConsumeTheKick(const ElasticOptions& options, Clock& clock, Files& files,
+                    const std::function<long long()>& now) {
+  const bool kicked = files.Exists(options.kick_file);
+  auto last = kicked ? files.ReadIfExists(options.last_cycle_file)
+                     : Result<std::optional<std::string>>(std::nullopt);
   if (last && *last) {
     const long long then = std::strtoll((*last)->c_str(), nullptr, 10);
     const long long since = now() - then;
@@ -245,21 +248,21 @@ bool StartAfterTheLastCycle(const ElasticOptions& options, Clock& clock, Files& 
       clock.SleepFor(Duration((spacing_s - since) * 1000));
     }
   }
-  if (auto s = files.WriteAtomic(options.last_cycle_file, std::to_string(now()) + "\n", 0644); !s) {
-    log::Warn("elastic: cannot record this cycle's start: {}", s.error().message);
-  }
-  const bool kicked = files.Exists(options.kick_file);
   if (kicked) {
     if (auto s = files.Remove(options.kick_file); !s) {
       log::Warn("elastic: cannot remove {}: {}", options.kick_file, s.error().message);
     }
+  }
+  if (auto s = files.WriteAtomic(options.last_cycle_file, std::to_string(now()) + "\n", 0644); !s) {
+    log::Warn("elastic: cannot record this cycle's start: {}", s.error().message);
   }
   return kicked;
 }
 
 // A job just submitted pends with reason None until slurmctld's scheduler looks at it (about a
 // second, up to its batch_sched_delay): polls squeue each second, up to `settle`, until no
-// pending job has reason None, so that the cycle counts what the new jobs wait for.
+// pending job has reason None, so that the cycle counts what the new jobs wait for. Logs the
+// first pending jobs as it last saw them (what the submission's cycle decides on).
 void WaitForNewJobsEvaluated(slurm::SlurmClient& client, Clock& clock, Duration settle) {
   const TimePoint begin = clock.Now();
   for (;;) {
@@ -268,7 +271,16 @@ void WaitForNewJobsEvaluated(slurm::SlurmClient& client, Clock& clock, Duration 
     const auto unevaluated =
         std::count_if(pending->begin(), pending->end(),
                       [](const slurm::PendingJob& j) { return j.reason == "None"; });
-    if (unevaluated == 0) return;
+    if (unevaluated == 0) {
+      std::vector<std::string> seen;
+      for (const auto& j : *pending) {
+        if (seen.size() == 5) break;
+        seen.push_back(fmt::format("{} ({} node(s), {})", j.id, j.nodes, j.reason));
+      }
+      log::Info("elastic: {} pending job(s){}{}", pending->size(), seen.empty() ? "" : ": ",
+                fmt::join(seen, ", "));
+      return;
+    }
     if (clock.Now() - begin + Duration(1000) > settle) {
       log::Info("elastic: {} pending job(s) still without a reason after {} ms; counted next cycle",
                 unevaluated, settle.count());
@@ -414,7 +426,7 @@ Result<ElasticReport> RunElastic(const ElasticOptions& options, OneGateClient& o
                                  ProcessRunner& runner, Clock& clock, Files& files) {
   const std::function<long long()> epoch =
       options.now ? options.now : [] { return static_cast<long long>(std::time(nullptr)); };
-  const bool kicked = !options.dry_run && StartAfterTheLastCycle(options, clock, files, epoch);
+  const bool kicked = !options.dry_run && ConsumeTheKick(options, clock, files, epoch);
   const TimePoint start = clock.Now();
   const long long now = epoch();
   ElasticReport report;

@@ -1,7 +1,11 @@
-// `one-hpc elastic` (oneslurm-elastic.timer, every 60 s on the controller when
-// ONEAPP_SLURM_ELASTIC=YES): one elastic cycle. It reads the state once — ONE OneGate request
-// (GET /service?extended=true), `scontrol -o show nodes` and `squeue -t PENDING` — builds the
-// Snapshot of roles/slurm/elastic.h, asks elastic::Decide, and carries the actions out:
+// `one-hpc elastic` (on the controller when ONEAPP_SLURM_ELASTIC=YES: oneslurm-elastic.timer
+// every 60 s, and oneslurm-elastic.path as soon as slurmctld's job_submit.lua creates the kick
+// file for a submitted job): one elastic cycle. A cycle the kick started begins at least 5 s
+// after the last one began, removes the kick file and polls `squeue -t PENDING` (each second,
+// up to 8 s) until no pending job still has reason None. It then reads the state once — ONE
+// OneGate request (GET /service?extended=true), `scontrol -o show nodes` and `squeue -t
+// PENDING` — builds the Snapshot of roles/slurm/elastic.h, asks elastic::Decide, and carries
+// the actions out:
 //   grow       PUT /service/role/<role> {"cardinality": N}; a 400 (OneFlow refuses during
 //              SCALING/COOLDOWN, or outside min_vms/max_vms) is "asked again next cycle";
 //   drain      scontrol update nodename=<node> state=drain reason="one-hpc elastic: idle";
@@ -56,8 +60,8 @@ struct ElasticOptions {
   /// Created by job_submit.lua at each submission (oneslurm-elastic.path starts a cycle while
   /// it exists); a cycle removes it as it starts, after the spacing.
   std::string kick_file = slurm::kElasticKickFile;
-  /// A cycle starts at least `spacing` after the last one (whose start time this file keeps):
-  /// a burst of submissions costs one cycle per spacing, not one per job.
+  /// A kicked cycle starts at least `spacing` after the last one (whose start time this file
+  /// keeps): a burst of submissions costs one cycle per spacing, not one per job.
   std::string last_cycle_file = slurm::kElasticLastCycleFile;
   Duration spacing{5000};
   /// A kicked cycle waits up to this long (polling squeue each second) for the jobs Slurm has

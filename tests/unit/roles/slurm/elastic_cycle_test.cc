@@ -482,8 +482,9 @@ TEST_F(ElasticCycleTest, AJobThatNeverGetsAReasonHoldsAKickedCycleEightSecondsAt
   EXPECT_EQ((machine_.clock.slept() - slept_before).count(), 8000);
   EXPECT_TRUE(r->outcomes.empty()) << "a job Slurm has not looked at is not counted";
   EXPECT_EQ(sim_.Cardinality(service_, "worker"), cardinality);
-  // A cycle of the timer (no kick) a minute later reads once and waits for nothing.
-  shift_ = 60;
+  // A cycle of the timer (no kick) right after it reads once and waits for nothing: neither
+  // the spacing (only a kicked cycle keeps it) nor the new job's reason.
+  ASSERT_EQ(machine_.Read(slurm::kElasticLastCycleFile), std::to_string(now_) + "\n");
   const Duration slept_then = machine_.clock.slept();
   auto timer = Run();
   ASSERT_TRUE(timer) << timer.error().message;

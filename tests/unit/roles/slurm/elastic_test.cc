@@ -93,6 +93,18 @@ TEST(ElasticTest, PartitionConfigGrowsOnlyForAJobAskingMoreNodesThanAreRegistere
   EXPECT_THAT(Verbs(Decide(Lim(1, 8), s)), IsEmpty());
 }
 
+// The scale test (tests/bench/scale_test.sh, 11 nodes, a 12-node job) saw Slurm 22.05 say
+// PartitionNodeLimit for the same shape, and keep saying it: such a job grows the role too.
+TEST(ElasticTest, PartitionNodeLimitGrowsOnlyForAJobAskingMoreNodesThanAreRegistered) {
+  Snapshot s;
+  s.cardinality = 1;
+  s.workers = {Idle(1)};
+  s.pending = {{"7", "PartitionNodeLimit", 3}};
+  EXPECT_EQ(Verbs(Decide(Lim(1, 8), s)), std::vector<std::string>{"grow 3"});
+  s.pending = {{"8", "PartitionNodeLimit", 1}};  // a partition's MaxNodes: more would not help
+  EXPECT_THAT(Verbs(Decide(Lim(1, 8), s)), IsEmpty());
+}
+
 TEST(ElasticTest, AJobNeedingThreeNodesGrowsAOneWorkerClusterToThree) {
   Snapshot s;
   s.cardinality = 1;
