@@ -459,6 +459,7 @@ int CmdSelfDrain(const CommonOptions& options) {
   SystemctlSystemd systemd(runner);
   SelfDrainOptions drain;
   drain.own_addresses = LocalIpv4Addresses();
+  drain.node_name = SelfDrainNodeName(Files(options.root));
   return SelfDrainExitCode(RunSelfDrain(drain, runner, systemd, SystemClock()));
 }
 

@@ -13,6 +13,7 @@
 #include "roles/host/address.h"
 #include "roles/slurm/nodes.h"
 #include "roles/slurm/slurm_client.h"
+#include "roles/slurm/slurmd_unit.h"
 
 namespace onehpc {
 namespace {
@@ -108,6 +109,15 @@ std::string ShortHostname() {
   if (gethostname(buf, sizeof(buf) - 1) != 0) return "";
   std::string name(buf);
   return name.substr(0, name.find('.'));
+}
+
+std::string SelfDrainNodeName(const Files& files) {
+  auto unit = files.ReadIfExists(slurm::kSlurmdUnitPath);
+  if (unit && unit->has_value()) {
+    if (auto name = slurm::SlurmdUnitNodeName(**unit)) return *name;
+  }
+  log::Info("self-drain: no node name in {}: using the host name", slurm::kSlurmdUnitPath);
+  return "";
 }
 
 Result<SelfDrainReport> RunSelfDrain(const SelfDrainOptions& options, ProcessRunner& runner,

@@ -12,13 +12,14 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "roles/names.h"
+#include "roles/os/files.h"
 #include "roles/os/process.h"
 #include "roles/os/systemd.h"
 
 namespace onehpc {
 
 struct SelfDrainOptions {
-  std::string node_name;  ///< "" = the short host name (= the node name the worker set)
+  std::string node_name;  ///< "" = the short host name (SelfDrainNodeName gives the right one)
   /// The configless config slurmd fetched; without it there is no controller to talk to.
   std::string slurm_conf = slurm::kConfiglessSlurmConf;
   std::string reason = "one-hpc self-drain: VM shutting down";
@@ -30,6 +31,11 @@ struct SelfDrainOptions {
   /// another VM's (the same name on two VMs): it is left alone. Empty: no check.
   std::vector<std::string> own_addresses;
 };
+
+/// The name slurmd runs with, from the slurmd unit the worker wrote (`-N NAME`): a host name
+/// changed by hand since then does not make the self-drain look for another node. "" (the host
+/// name, logged) when there is no such unit.
+std::string SelfDrainNodeName(const Files& files);
 
 struct SelfDrainReport {
   std::string node;

@@ -51,4 +51,18 @@ std::string RenderSlurmdUnit(const SlurmdUnitParams& p) {
   return o.str();
 }
 
+std::optional<std::string> SlurmdUnitNodeName(std::string_view unit_text) {
+  std::istringstream in{std::string(unit_text)};
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.starts_with("ExecStart=")) continue;
+    std::istringstream words(line);
+    std::string word;
+    while (words >> word) {
+      if (word == "-N" && words >> word) return word;
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace onehpc::slurm

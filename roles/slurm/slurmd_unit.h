@@ -2,7 +2,9 @@
 #ifndef ONEHPC_ROLES_SLURM_SLURMD_UNIT_H_
 #define ONEHPC_ROLES_SLURM_SLURMD_UNIT_H_
 
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace onehpc::slurm {
@@ -27,6 +29,10 @@ std::string SlurmdNodeConf(const SlurmdUnitParams& params);
 /// A complete /etc/systemd/system/slurmd.service replacing the packaged one (whose
 /// ConditionPathExists=/etc/slurm/slurm.conf would skip a configless worker).
 std::string RenderSlurmdUnit(const SlurmdUnitParams& params);
+
+/// The node name slurmd runs with (`-N NAME` of the unit's ExecStart=), as RenderSlurmdUnit
+/// wrote it; nullopt when the text has no such line (not one-hpc's unit).
+std::optional<std::string> SlurmdUnitNodeName(std::string_view unit_text);
 
 }  // namespace onehpc::slurm
 

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "common/log.h"
+#include "roles/slurm/slurmd_unit.h"
 #include "tests/fakes/machine.h"
 #include "tests/fakes/onegate_sim.h"
 #include "tests/fakes/role_run.h"
@@ -76,6 +77,18 @@ TEST_F(SelfDrainTest, AnotherVmsNodeUnderTheSameNameIsLeftAlone) {
   ASSERT_TRUE(own);
   EXPECT_TRUE(own->deleted);
   EXPECT_TRUE(slurm_.nodes.empty());
+}
+
+// Review finding L11: a host name changed by hand after the join does not change which node
+// the self-drain removes: the name comes from the slurmd unit the worker wrote.
+TEST_F(SelfDrainTest, TheNodeNameIsSlurmdsNotTheHostNames) {
+  slurm::SlurmdUnitParams p;
+  p.node_name = "slurm-one-worker-7";
+  p.controller_addr = "10.0.0.5";
+  m_.Write(slurm::kSlurmdUnitPath, slurm::RenderSlurmdUnit(p));
+  EXPECT_EQ(SelfDrainNodeName(*m_.files), "slurm-one-worker-7");
+  m_.Write(slurm::kSlurmdUnitPath, "[Service]\nExecStart=/usr/sbin/slurmd -D\n");
+  EXPECT_EQ(SelfDrainNodeName(*m_.files), "") << "not one-hpc's unit: the host name";
 }
 
 TEST_F(SelfDrainTest, NotRegisteredIsFine) {

@@ -29,6 +29,20 @@ TEST(SlurmdUnitTest, DynamicNodeUnit) {
   EXPECT_EQ(SlurmdNodeConf(p), "CPUs=4 RealMemory=7000 Feature=one Gres=gpu:tesla_t4:2");
 }
 
+// The self-drain reads the name slurmd runs with back from the unit (review finding L11).
+TEST(SlurmdUnitTest, TheNodeNameReadsBackFromTheUnit) {
+  SlurmdUnitParams p;
+  p.node_name = "slurm-one-worker-7";
+  p.controller_addr = "10.0.0.5";
+  EXPECT_EQ(SlurmdUnitNodeName(RenderSlurmdUnit(p)), "slurm-one-worker-7");
+  p.requires_mounts = {"/home"};
+  p.gres = "gpu:2";
+  EXPECT_EQ(SlurmdUnitNodeName(RenderSlurmdUnit(p)), "slurm-one-worker-7");
+  EXPECT_EQ(SlurmdUnitNodeName("[Service]\nExecStart=/usr/sbin/slurmd -D $SLURMD_OPTIONS\n"),
+            std::nullopt);
+  EXPECT_EQ(SlurmdUnitNodeName("[Service]\nExecStart=/usr/sbin/slurmd -N\n"), std::nullopt);
+}
+
 TEST(SlurmdUnitTest, OpenOnDemandWorkerNeverStartsWithoutItsMounts) {
   SlurmdUnitParams p;
   p.node_name = "ood-worker-9";
