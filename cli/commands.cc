@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -362,6 +363,13 @@ int CmdReconcile(const CommonOptions& options) {
 }
 
 int CmdElastic(const CommonOptions& options, bool dry_run) {
+  Files files(options.root);
+  ElasticOptions elastic;
+  // First: a kick left by a run that stops below would start the unit again at once.
+  if (!dry_run) {
+    elastic.kicked = ConsumeTheKick(elastic, SystemClock(), files,
+                                    [] { return static_cast<long long>(std::time(nullptr)); });
+  }
   auto context = LoadForCommand(options, false);
   if (!context) {
     log::Error("elastic: cannot read the VM's context, changing nothing: {}",
@@ -391,8 +399,6 @@ int CmdElastic(const CommonOptions& options, bool dry_run) {
     return ExitCodeFor(onegate.error().kind);
   }
   RealProcessRunner runner;
-  Files files(options.root);
-  ElasticOptions elastic;
   elastic.limits = *limits;
   elastic.dry_run = dry_run;
   return ElasticExitCode(RunElastic(elastic, **onegate, runner, SystemClock(), files));

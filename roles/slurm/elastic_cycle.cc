@@ -213,26 +213,6 @@ Status SaveElasticState(Files& files, const std::string& path, const ElasticStat
   return files.WriteAtomic(path, text, 0600);
 }
 
-namespace {
-
-// The snapshot with how long enough usable idle nodes have stood ready for each pending job
-// (state.ready_since keeps when that began, for the pending jobs only).
-elastic::Snapshot WithReadyJobs(elastic::Snapshot s, long long now, ElasticState& state) {
-  const int idle = elastic::UsableIdleNodes(s);
-  std::map<std::string, long long> ready;
-  for (const auto& job : s.pending) {
-    if (job.nodes > idle) continue;
-    auto it = state.ready_since.find(job.id);
-    ready[job.id] = it == state.ready_since.end() ? now : it->second;
-    s.ready_seconds[job.id] = std::max(0LL, now - ready[job.id]);
-  }
-  state.ready_since = std::move(ready);
-  return s;
-}
-
-// A cycle a submission started (the kick file is there) waits until `spacing` has passed since
-// the last cycle began, then removes the kick: true for such a cycle. Every cycle records its
-// start. Trouble with either file is logged, never fatal: the timer still runs.
 bool ConsumeTheKick(const ElasticOptions& options, Clock& clock, Files& files,
                     const std::function<long long()>& now) {
   const bool kicked = files.Exists(options.kick_file);
@@ -257,6 +237,30 @@ bool ConsumeTheKick(const ElasticOptions& options, Clock& clock, Files& files,
     log::Warn("elastic: cannot record this cycle's start: {}", s.error().message);
   }
   return kicked;
+}
+
+namespace {
+
+// The snapshot with how long enough usable idle nodes have stood ready for each pending job
+// (state.ready_since keeps when that began, for the pending jobs only).
+elastic::Snapshot WithReadyJobs(elastic::Snapshot s, long long now, ElasticState& state) {
+  const int idle = elastic::UsableIdleNodes(s);
+  std::map<std::string, long long> ready;
+  for (const auto& job : s.pending) {
+    if (job.nodes > idle) continue;
+    auto it = state.ready_since.find(job.id);
+    ready[job.id] = it == state.ready_since.end() ? now : it->second;
+    s.ready_seconds[job.id] = std::max(0LL, now - ready[job.id]);
+  }
+  state.ready_since = std::move(ready);
+  return s;
+}
+
+// The caller's answer (it ran ConsumeTheKick), else the kick consumed here; never in a dry run.
+bool IsKicked(const ElasticOptions& options, Clock& clock, Files& files,
+              const std::function<long long()>& now) {
+  if (options.kicked) return *options.kicked;
+  return !options.dry_run && ConsumeTheKick(options, clock, files, now);
 }
 
 // A job just submitted pends with reason None until slurmctld's scheduler looks at it (about a
@@ -426,7 +430,7 @@ Result<ElasticReport> RunElastic(const ElasticOptions& options, OneGateClient& o
                                  ProcessRunner& runner, Clock& clock, Files& files) {
   const std::function<long long()> epoch =
       options.now ? options.now : [] { return static_cast<long long>(std::time(nullptr)); };
-  const bool kicked = !options.dry_run && ConsumeTheKick(options, clock, files, epoch);
+  const bool kicked = IsKicked(options, clock, files, epoch);
   const TimePoint start = clock.Now();
   const long long now = epoch();
   ElasticReport report;

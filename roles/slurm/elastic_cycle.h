@@ -27,6 +27,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -67,7 +68,18 @@ struct ElasticOptions {
   /// A kicked cycle waits up to this long (polling squeue each second) for the jobs Slurm has
   /// not evaluated yet (reason None) to get their reason: the new job is usually one of them.
   Duration settle{8000};
+  /// Set by a caller that already ran ConsumeTheKick (`one-hpc elastic` does, before anything
+  /// that can fail); unset: RunElastic runs it (unless dry_run).
+  std::optional<bool> kicked;
 };
+
+/// A cycle a submission started (the kick file is there) waits until `spacing` has passed
+/// since the last cycle began, then removes the kick: true for such a cycle. Every call records
+/// its start in last_cycle_file. Trouble with either file is logged, never fatal. The command
+/// runs it first: a kick left by a cycle that failed early would start the unit again at once,
+/// over and over, until systemd's start limit stopped oneslurm-elastic.path for good.
+bool ConsumeTheKick(const ElasticOptions& options, Clock& clock, Files& files,
+                    const std::function<long long()>& now);
 
 /// What the cycle keeps between runs.
 struct ElasticState {

@@ -53,9 +53,10 @@ class ElasticCycleTest : public ::testing::Test {
   void Idle(const std::string& name, long long seconds) {
     slurm_.nodes[name].last_busy = SlurmTime(now_, seconds);
   }
-  Result<ElasticReport> Run(bool dry_run = false) {
+  Result<ElasticReport> Run(bool dry_run = false, std::optional<bool> kicked = std::nullopt) {
     OneGateClient client(fakes::SimConfig(sim_, controller_), http_, machine_.clock);
     ElasticOptions o;
+    o.kicked = kicked;
     o.limits.min_nodes = 1;
     o.limits.max_nodes = 4;
     o.dry_run = dry_run;
@@ -490,6 +491,27 @@ TEST_F(ElasticCycleTest, AJobThatNeverGetsAReasonHoldsAKickedCycleEightSecondsAt
   ASSERT_TRUE(timer) << timer.error().message;
   EXPECT_EQ(timer->slurm_calls, 2);
   EXPECT_EQ(machine_.clock.slept(), slept_then);
+}
+
+// `one-hpc elastic` consumes the kick before it loads anything (a kick left by a run that stops
+// early would start the unit again at once); the cycle then behaves as a kicked one.
+TEST_F(ElasticCycleTest, ACallersConsumedKickMakesAKickedCycle) {
+  AddWorker("w1");
+  slurm_.nodes["w1"].base = "ALLOCATED";
+  machine_.Write(slurm::kElasticKickFile, "");
+  ElasticOptions paths;
+  ASSERT_TRUE(ConsumeTheKick(paths, machine_.clock, *machine_.files, [this] { return now_; }));
+  EXPECT_FALSE(machine_.Exists(slurm::kElasticKickFile));
+  EXPECT_FALSE(ConsumeTheKick(paths, machine_.clock, *machine_.files, [this] { return now_; }))
+      << "consumed once";
+  int reads = 0;
+  machine_.runner.On({"squeue", "-h", "-a", "-t", "PENDING"}, [&reads](const Command&) {
+    return fakes::Exit(0, ++reads <= 1 ? "7|None|2\n" : "7|Resources|2\n");
+  });
+  auto r = Run(false, true);
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(Kinds(*r), std::vector<Kind>{Kind::kGrow});
+  EXPECT_EQ(reads, 3) << "2 polls until the reason came, then the cycle's own read";
 }
 
 TEST_F(ElasticCycleTest, ADryRunNeitherWaitsNorConsumesTheKick) {
