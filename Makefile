@@ -112,16 +112,21 @@ bench:
 	ONEHPC_BINARY_DIR=$(abspath $(BUILD)) bash tests/bench/reconcile_bench.sh
 
 # A OneSlurm service at scale on booted containers: 1, 10, 25, 50 and 100 workers joining together,
-# the scale-down and an elastic scale-up (tests/bench/scale_test.sh; SCALE_SIZES to choose).
-# Root; not in `make test` (docs/testing.md gives its duration). Writes scale-results.tsv and
-# scale.svg in the build directory.
+# the scale-down and an elastic scale-up (tests/bench/scale_test.sh; SCALE_SIZES to choose;
+# SCALE_SERVICE=ood for the Open OnDemand service). Root; not in `make test` (docs/testing.md
+# gives its duration). Writes scale-results.tsv and scale.svg (-ood for Open OnDemand) in the
+# build directory.
 SCALE_SIZES ?= 1 10 25 50 100
+SCALE_SERVICE ?= oneslurm
+SCALE_TAG := $(if $(filter ood,$(SCALE_SERVICE)),-ood,)
 test-scale: deps
 	@if [ "$$(id -u)" != 0 ]; then echo "make test-scale boots containers: it needs root"; exit 1; fi
 	$(MAKE) --no-print-directory build-product
-	BOOTLAB_CACHE=$(LAB_CACHE) ONEHPC_BINARY_DIR=$(abspath $(BUILD)) \
-	  SCALE_RESULTS=$(abspath $(BUILD))/scale-results.tsv bash tests/bench/scale_test.sh $(SCALE_SIZES)
-	python3 tests/bench/scale_report.py plot $(BUILD)/scale-results.tsv $(BUILD)/scale.svg
+	BOOTLAB_CACHE=$(LAB_CACHE) ONEHPC_BINARY_DIR=$(abspath $(BUILD)) SCALE_SERVICE=$(SCALE_SERVICE) \
+	  SCALE_RESULTS=$(abspath $(BUILD))/scale-results$(SCALE_TAG).tsv \
+	  bash tests/bench/scale_test.sh $(SCALE_SIZES)
+	SCALE_SERVICE=$(SCALE_SERVICE) python3 tests/bench/scale_report.py plot \
+	  $(BUILD)/scale-results$(SCALE_TAG).tsv $(BUILD)/scale$(SCALE_TAG).svg
 
 clean:
 	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_FUZZ)

@@ -208,7 +208,8 @@ def plot(path, out):
                'font-family="sans-serif" font-size="12">',
                f'<rect width="{W}" height="{H}" fill="white"/>']
     machine = os.environ.get("SCALE_MACHINE", "")
-    out_svg.append(f'<text x="20" y="22" font-size="15">one-hpc OneSlurm at scale: N workers '
+    service = "Open OnDemand" if os.environ.get("SCALE_SERVICE") == "ood" else "OneSlurm"
+    out_svg.append(f'<text x="20" y="22" font-size="15">one-hpc {service} at scale: N workers '
                    f'joining together (container lab) {machine}</text>')
     for i, (title, series) in enumerate(panels):
         ox, oy = 60 + (i % 2) * (pw + 90), 60 + (i // 2) * (ph + 90)

@@ -1,13 +1,20 @@
 #!/bin/bash
-# scale_test.sh [N...] - a OneSlurm service at scale on booted containers (`make test-scale`).
+# scale_test.sh [N...] - a OneSlurm or Open OnDemand service at scale on booted containers
+# (`make test-scale`, SCALE_SERVICE=oneslurm or ood).
 #
 # The container lab (tests/lab/bootlab.sh): every VM is a systemd-nspawn container of the
 # package layer (install-appliance.sh + one-hpc's .deb) booting with real systemd, munged,
 # slurmd (workers) or slurmctld (the controller), and the real one-hpc units; the OneGate
 # simulator (a stand-in for OpenNebula's OneGate and OneFlow, tests/simulator) serves them over
-# HTTP on the lab bridge. One controller (elastic mode on, idle limit 1 h) serves every size.
+# HTTP on the lab bridge.
 #
 # One controller (elastic mode on, idle limit 1 h) and one first worker (w0) serve every size.
+# With SCALE_SERVICE=ood the service is Open OnDemand's, of the ood layers: a storage VM, the
+# portal as the controller (its users, accounting, the shared Slurm state) and Open OnDemand
+# workers, each mounting the homes and the software tree and creating the portal's users
+# before it joins; one host directory bound into every container stands in for NFS (as in
+# lab_ood_test.sh; lab_lib.sh's new_ood_vm). The elastic phase below is then off by default
+# (SCALE_ELASTIC=yes turns it on): each size's submission already times the portal's cycle.
 # For each size N (default 1 10 25 50 100; 1 is the floor the others are compared with):
 #   1  N new worker VMs are added to the service and their containers started together (one
 #      after the other as fast as nspawn starts them: 0.1 s each for 10, 0.8 s each for 100 on
@@ -19,7 +26,8 @@
 #      answer (each accepted connection's service instance, from the controller's journal);
 #      slurmctld's CPU time during the joins.
 #   2  with the N + 1 nodes live: one reconcile cycle and one elastic cycle, each the real unit
-#      started by hand, their wall time.
+#      started by hand, their wall time; then a job for N + 2 nodes, whose submission starts a
+#      cycle (oneslurm-elastic.path) that must raise the role within 10 s.
 #   3  scale-down to 1 (w0): half of the N powered off (ACPI: self-drain), the other half
 #      killed (SIGKILL of the container's PID 1: no self-drain) and terminated in OneGate; every
 #      node but w0's must leave Slurm (the killed ones through the reconciler).
@@ -34,7 +42,8 @@
 # read from under $BOOTLAB_DIR/logs/scale-N/ (kept when a check failed). Exit status: 0 all
 # checks passed, 1 a check failed, 77 skipped (not root, or no lab on this host).
 # Environment: as the lab tests (BOOTLAB_CACHE, ONEHPC_DEB, ONEHPC_SIM, ONEHPC_BINARY_DIR,
-# LAB_TIMEOUT), SCALE_RESULTS, SCALE_ELASTIC=no to skip the elastic phase.
+# LAB_TIMEOUT), SCALE_SERVICE (oneslurm, the default, or ood), SCALE_RESULTS, SCALE_ELASTIC=no
+# to skip the elastic phase (=yes to run it with ood).
 
 set -uo pipefail
 
@@ -47,6 +56,12 @@ for n in "${SIZES[@]}"; do
     case $n in ''|*[!0-9]*) echo "usage: $0 [N...] (N from 1 to 200)" >&2; exit 2;; esac
     if [ "$n" -lt 1 ] || [ "$n" -gt 200 ]; then echo "usage: $0 [N...] (N from 1 to 200)" >&2; exit 2; fi
 done
+SCALE_SERVICE=${SCALE_SERVICE:-oneslurm}
+case $SCALE_SERVICE in
+    oneslurm) SCALE_ELASTIC=${SCALE_ELASTIC:-yes};;
+    ood) SCALE_ELASTIC=${SCALE_ELASTIC:-no};;
+    *) echo "SCALE_SERVICE=$SCALE_SERVICE: expected oneslurm or ood" >&2; exit 2;;
+esac
 SCALE_RESULTS=${SCALE_RESULTS:-$BIN_DIR/scale-results.tsv}
 MAX_N=$(printf '%s\n' "${SIZES[@]}" | sort -n | tail -1)
 
@@ -79,11 +94,12 @@ want=$((32 * (MAX_N + 10)))
 [ "${INOTIFY_OLD[0]}" -ge "$want" ] || sysctl -q -w "fs.inotify.max_user_instances=$want"
 want=$((8192 * (MAX_N + 10)))
 [ "${INOTIFY_OLD[1]}" -ge "$want" ] || sysctl -q -w "fs.inotify.max_user_watches=$want"
-echo "lab directory: $BOOTLAB_DIR   cache: $BOOTLAB_CACHE   sizes: ${SIZES[*]}"
+echo "lab directory: $BOOTLAB_DIR   cache: $BOOTLAB_CACHE   service: $SCALE_SERVICE   sizes: ${SIZES[*]}"
 
 SIM_URL="http://$BOOTLAB_NET.1:5030"
-# shellcheck disable=SC2034  # IP: written by new_slurm_vm
+# shellcheck disable=SC2034  # IP: written by new_lab_vm
 declare -A VMID=() IP=()
+NFS_DIR=$BOOTLAB_DIR/nfs   # Open OnDemand: what stands in for the storage VM's NFS exports
 SERVICE=""
 NEXT_IP=10
 FIRST_WORKER_IP=""
@@ -110,27 +126,64 @@ slurmctld_cpu() {   # CPU seconds (user + system) slurmctld has used so far
 }
 socket_prop() { ctl systemctl show -p "$1" --value one-hpc-key-server.socket; }
 
-# Every worker's OneSlurm context: a join timeout that leaves room for a large batch.
-new_worker() { new_slurm_vm "$1" worker ONEAPP_SLURM_JOIN_TIMEOUT=900; }
+# A worker of the service: OneSlurm's with a join timeout that leaves room for a large batch;
+# Open OnDemand's (its join timeout is the role's 300 s) with the storage VM's address.
+new_worker() {
+    if [ "$SCALE_SERVICE" = ood ]; then
+        new_ood_vm "$1" worker ONEAPP_ROLE=ood-worker "ONEAPP_NFS_HOST=${IP[sto]}"
+    else
+        new_slurm_vm "$1" worker ONEAPP_SLURM_JOIN_TIMEOUT=900
+    fi
+}
+# The controller's elastic settings: w0 and the largest size, MAX_N + 1 workers (slurmctld's
+# node table is MaxNodeCount long), and room for one more, which each size's submission asks for.
+controller_settings() {
+    echo "ONEAPP_SLURM_MAX_NODES=$((MAX_N + 2))" ONEAPP_SLURM_ELASTIC=YES \
+        ONEAPP_SLURM_ELASTIC_MIN_NODES=0 "ONEAPP_SLURM_ELASTIC_MAX_NODES=$((MAX_N + 2))" \
+        ONEAPP_SLURM_ELASTIC_IDLE_SECONDS=3600 "ONEAPP_SLURM_ELASTIC_STEP=$MAX_N"
+}
+# The Open OnDemand service: the storage VM (a site proxy: no Squid), then the portal as ctl.
+setup_ood() {
+    local -a settings
+    read -r -a settings <<< "$(controller_settings)"
+    SERVICE=$(sim POST /_sim/services "{\"name\":\"Open OnDemand\",\"roles\":[
+        {\"name\":\"storage\",\"cardinality\":1,\"cooldown_ms\":0},
+        {\"name\":\"portal\",\"cardinality\":1,\"parents\":[\"storage\"],\"cooldown_ms\":0},
+        {\"name\":\"worker\",\"cardinality\":0,\"min_vms\":0,\"max_vms\":$((MAX_N + 2)),
+         \"parents\":[\"portal\"],\"cooldown_ms\":0}]}" | jq -r .id)
+    if [ -z "$SERVICE" ] || [ "$SERVICE" = null ]; then echo "cannot create the service"; return 1; fi
+    mkdir -p "$NFS_DIR"
+    new_ood_vm sto storage ONEAPP_ROLE=storage ONEAPP_SOFTWARE_PROXY_ENABLED=YES \
+        "ONEAPP_SOFTWARE_PROXY_URL=http://$BOOTLAB_NET.1:3128" || return 1
+    boot_vms 120 sto || return 1
+    check "storage READY" ready sto || return 1
+    new_ood_vm ctl portal ONEAPP_ROLE=portal "ONEAPP_NFS_HOST=${IP[sto]}" \
+        "ONEAPP_AUTH_LOCAL_USERS=alice:alicepass1 bob:bobpass12:20001" \
+        ONEAPP_PORTAL_HOST_NAME=ood.lab.test "${settings[@]}" || return 1
+}
+# Open OnDemand: the worker NAME has the portal's users (alice with her uid there) and the
+# shared homes (the lab's bind mount of home.mount).
+# shellcheck disable=SC2317  # invoked through check
+ood_worker_ok() {
+    local name=$1 uid
+    uid=$(ctl id -u alice 2>/dev/null) || return 1
+    [ "$(bl_exec "$name" id -u alice 2>/dev/null)" = "$uid" ] &&
+        [ "$(bl_exec "$name" systemctl is-active home.mount)" = active ] &&
+        [ "$(bl_exec "$name" stat -c %i /home)" = "$(ctl stat -c %i /home)" ]
+}
 
 setup() {
     step "setup: rootfs, package layers, bridge, OneGate simulator, controller"
     find_product || return 1
     # shellcheck disable=SC2119  # no --fresh: reuse a cached rootfs
     bl_rootfs || return 1
-    # shellcheck disable=SC2119  # no argument: the slurm layer set
-    build_layers || return 1
+    if [ "$SCALE_SERVICE" = ood ]; then build_layers ood || return 1; else
+        # shellcheck disable=SC2119  # no argument: the slurm layer set
+        build_layers || return 1
+    fi
     bl_bridge_up || return 1
     start_sim || return 1
-    SERVICE=$(sim POST /_sim/services "{\"name\":\"OneSlurm\",\"roles\":[
-        {\"name\":\"controller\",\"cardinality\":1,\"cooldown_ms\":0},
-        {\"name\":\"worker\",\"cardinality\":0,\"min_vms\":0,\"max_vms\":$((MAX_N + 1)),
-         \"parents\":[\"controller\"],\"cooldown_ms\":0}]}" | jq -r .id)
-    if [ -z "$SERVICE" ] || [ "$SERVICE" = null ]; then echo "cannot create the service"; return 1; fi
-    # w0 and the largest size: MAX_N + 1 workers (slurmctld's node table is MaxNodeCount long).
-    new_slurm_vm ctl controller "ONEAPP_SLURM_MAX_NODES=$((MAX_N + 1))" ONEAPP_SLURM_ELASTIC=YES \
-        ONEAPP_SLURM_ELASTIC_MIN_NODES=0 "ONEAPP_SLURM_ELASTIC_MAX_NODES=$((MAX_N + 1))" \
-        ONEAPP_SLURM_ELASTIC_IDLE_SECONDS=3600 "ONEAPP_SLURM_ELASTIC_STEP=$MAX_N" || return 1
+    if [ "$SCALE_SERVICE" = ood ]; then setup_ood || return 1; else setup_oneslurm || return 1; fi
     new_worker w0 || return 1
     boot_vms 300 ctl w0 || return 1
     check "controller READY" ready ctl
@@ -139,6 +192,17 @@ setup() {
     wait_for 60 all_idle 1
     check "w0's node idle" all_idle 1 || return 1
     python3 "$HERE/scale_report.py" header > "$SCALE_RESULTS"
+}
+
+setup_oneslurm() {
+    local -a settings
+    read -r -a settings <<< "$(controller_settings)"
+    SERVICE=$(sim POST /_sim/services "{\"name\":\"OneSlurm\",\"roles\":[
+        {\"name\":\"controller\",\"cardinality\":1,\"cooldown_ms\":0},
+        {\"name\":\"worker\",\"cardinality\":0,\"min_vms\":0,\"max_vms\":$((MAX_N + 2)),
+         \"parents\":[\"controller\"],\"cooldown_ms\":0}]}" | jq -r .id)
+    if [ -z "$SERVICE" ] || [ "$SERVICE" = null ]; then echo "cannot create the service"; return 1; fi
+    new_slurm_vm ctl controller "${settings[@]}"
 }
 
 # The key server's socket, sampled every 0.5 s into FILE until the file STOP exists.
@@ -203,6 +267,11 @@ run_size() {
             unfinished=$((unfinished + 1))
     done
     check "N=$n: every worker's configure succeeded" eq "$unfinished" 0
+    if [ "$SCALE_SERVICE" = ood ]; then
+        for name in $(printf '%s\n' "${WORKERS[0]}" "${WORKERS[$((n - 1))]}" | sort -u); do
+            check "N=$n: $name has the portal's users and the shared homes" ood_worker_ok "$name"
+        done
+    fi
     # What each worker's join logged, OneGate's log, the key server's instances.
     for name in "${WORKERS[@]}"; do
         cp "$BOOTLAB_DIR/run/$name.t0" "$dir/$name.t0"
@@ -216,6 +285,7 @@ run_size() {
     rec=$(cycle_time oneslurm-reconcile.service)
     ela=$(cycle_time oneslurm-elastic.service)
     check "N=$n: the cycles left the $((n + 1)) nodes alone" eq "$(idle_count)" $((n + 1))
+    submission_grows "$n"
     python3 "$HERE/scale_report.py" row "$dir" "$n" "$t_starts" "$t_idle" \
         "$(awk -v a="$cpu0" -v b="$cpu1" 'BEGIN{printf "%.2f", b - a}')" \
         "$(( $(socket_prop NAccepted) - acc0 ))" "$(( $(socket_prop NRefused) - ref0 ))" \
@@ -226,6 +296,30 @@ run_size() {
     check "N=$n: the report found the $n joins in the workers' journals" eq \
         "$(printf '%s\n' "${shown[@]}" | awk '$1 == "joins" {print $2}')" "$n"
     scale_down "$n" "$dir"
+}
+
+# With the N + 1 nodes live, a job for one node more: the cycle its submission starts
+# (job_submit.lua, oneslurm-elastic.path, as shipped) raises the role within 10 s. Submitted
+# 5 s after the cycle run by hand, so that the figure is the cycle's, not its spacing (a
+# submission right after a cycle waits up to 5 s more: ElasticCycleTest). The job is
+# cancelled and the cardinality put back (the test does not play OneFlow here).
+submission_grows() {
+    local n=$1 job t0 t_kick want=$(( $1 + 2 ))
+    sleep 5
+    t0=$(_bl_now)
+    job=$(ctl sbatch --parsable -N "$want" -o /dev/null --wrap true) ||
+        { check "N=$n: sbatch of a $want-node job" false; return 1; }
+    wait_for 30 cardinality_is "$want"
+    t_kick=$(_bl_dt "$t0" "$(_bl_now)")
+    check "N=$n: a job for $want nodes raised the role to $want (${t_kick}s after the submission)" cardinality_is "$want" || {
+        say "job $job: $(ctl squeue -h -j "$job" -o '%T %r %D')"
+        ctl journalctl -u oneslurm-elastic.service -n 12 --no-pager -o cat | sed 's/^/    | /'
+    }
+    check "N=$n: within 10 s of the submission" awk -v t="$t_kick" 'BEGIN { exit !(t <= 10) }'
+    printf '# submission\tsize %s\tsubmitted_to_cardinality_s %s\n' "$n" "$t_kick" >> "$SCALE_RESULTS"
+    ctl scancel "$job"
+    sim POST "/_sim/services/$SERVICE/scale" "{\"role\":\"worker\",\"cardinality\":$((n + 1))}" >/dev/null
+    wait_for 10 cardinality_is $((n + 1))
 }
 
 # Back to w0 alone: half powered off (self-drain), half killed and terminated (the
@@ -293,7 +387,7 @@ scenario() {
     local n
     setup || return 1
     for n in "${SIZES[@]}"; do run_size "$n" || return 1; done
-    [ "${SCALE_ELASTIC:-yes}" = no ] || elastic_grow "$MAX_N"
+    [ "$SCALE_ELASTIC" = no ] || elastic_grow "$MAX_N"
 }
 
 scenario; rc=$?

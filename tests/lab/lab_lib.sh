@@ -278,12 +278,12 @@ boot_vms() {
     say "booted and configured: $* ($(_bl_dt "$t0" "$(_bl_now)")s)"
 }
 
-# ---- the OneSlurm VMs of lab_lifecycle and lab_elastic (lab_ood has its own). Those tests
-# declare VMID and IP (associative arrays), SERVICE, NEXT_IP and SIM_URL.
-# new_slurm_vm NAME ROLE [CONTEXT_VAR=value...] : a VM of ROLE in the service (OneGate
-# simulator) and its container clone of the slurm layers with an OpenNebula context; not booted.
-new_slurm_vm() {
-    local name=$1 role=$2 ip r id token root; shift 2
+# ---- the VMs of the lab tests. Those tests declare VMID and IP (associative arrays), SERVICE,
+# NEXT_IP and SIM_URL.
+# new_lab_vm LAYERS NAME ROLE [CONTEXT_VAR=value...] : a VM of ROLE in the service (OneGate
+# simulator) and its container clone of LAYERS with an OpenNebula context; not booted.
+new_lab_vm() {
+    local layers=$1 name=$2 role=$3 ip r id token root; shift 3
     NEXT_IP=$((NEXT_IP + 1)); ip=$BOOTLAB_NET.$NEXT_IP
     r=$(sim POST /_sim/vms "{\"service_id\":$SERVICE,\"role\":\"$role\",\"name\":\"${role}_$name\",
         \"nics\":[{\"ip\":\"$ip\",\"mac\":\"$(bl_mac "$ip")\",\"network\":\"bootlab\",\"network_id\":\"0\"}]}") ||
@@ -291,7 +291,7 @@ new_slurm_vm() {
     id=$(jq -r .id <<< "$r"); token=$(jq -r .token <<< "$r")
     # shellcheck disable=SC2004,SC2034  # associative arrays of the tests; IP: read by them
     VMID[$name]=$id IP[$name]=$ip
-    BOOTLAB_LAYERS=one-hpc:appliance-slurm bl_clone "$name" "$ip/24" >/dev/null || return 1
+    BOOTLAB_LAYERS=$layers bl_clone "$name" "$ip/24" >/dev/null || return 1
     root=$(bl_root "$name")
     bl_context_token "$name" "$token"
     bl_context "$name" "DISK_ID=1" "ETH0_IP=$ip" "ETH0_MASK=255.255.255.0" \
@@ -300,6 +300,35 @@ new_slurm_vm() {
     # A job step left running must not hold a poweroff for 90 s (boot-lab.md section 13).
     mkdir -p "$root/etc/systemd/system.conf.d"
     printf '[Manager]\nDefaultTimeoutStopSec=15s\n' > "$root/etc/systemd/system.conf.d/10-lab-stop-timeout.conf"
+}
+# new_slurm_vm NAME ROLE [CONTEXT_VAR=value...] : a OneSlurm VM (the slurm layers).
+new_slurm_vm() { new_lab_vm one-hpc:appliance-slurm "$@"; }
+
+# The Open OnDemand VMs (the ood layers). NFS in containers: kernel NFS cannot be served from a
+# container, so the storage role, seeing /run/systemd/container, writes its exports but starts
+# no nfs-server. One host directory, $NFS_DIR (set by the test), stands in for the NFS
+# transport: bound at /export in the storage VM (the role creates home, slurm and software in
+# it) and at /lab/nfs in the portal and the workers, whose mount units (home.mount,
+# opt-software.mount and, on the portal, the state mount) a lab drop-in placed before the first
+# boot turns into bind mounts of /lab/nfs/<home|slurm|software>.
+declare -A OOD_LAB_MOUNTS=(
+    ['home.mount']=home
+    ['opt-software.mount']=software
+    ['var-lib-one\x2dhpc-portal\x2dstate.mount']=slurm
+)
+# new_ood_vm NAME ROLE [CONTEXT_VAR=value...] : an Open OnDemand VM with $NFS_DIR bound.
+new_ood_vm() {
+    local name=$1 role=$2 unit
+    new_lab_vm one-hpc-ood:appliance-ood "$@" || return 1
+    if [ "$role" = storage ]; then
+        bl_bind "$name" "$NFS_DIR:/export"
+        return 0
+    fi
+    bl_bind "$name" "$NFS_DIR:/lab/nfs"
+    for unit in "${!OOD_LAB_MOUNTS[@]}"; do
+        bl_dropin "$name" "$unit" lab-bind \
+            "$(printf '[Mount]\nWhat=/lab/nfs/%s\nType=none\nOptions=bind' "${OOD_LAB_MOUNTS[$unit]}")"
+    done
 }
 # shellcheck disable=SC2317  # used by the tests
 node() { echo "slurm-one-worker-${VMID[$1]}"; }

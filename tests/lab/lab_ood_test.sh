@@ -80,42 +80,11 @@ SIM_URL="http://$BOOTLAB_NET.1:5030"
 declare -A VMID=() IP=()
 SERVICE=""
 NEXT_IP=10
-# The mount units the portal and worker roles write, and what the lab binds there instead of
-# NFS (the directory under /lab/nfs, i.e. under $NFS_DIR on the host).
-declare -A LAB_MOUNTS=(
-    ['home.mount']=home
-    ['opt-software.mount']=software
-    ['var-lib-one\x2dhpc-portal\x2dstate.mount']=slurm
-)
-
-# new_vm NAME ROLE [CONTEXT_VAR=value...] : a VM of the OneFlow role ROLE in the service
-# (OneGate simulator) and its container clone with an OpenNebula context; not booted. The
-# storage VM gets $NFS_DIR at /export; the others at /lab/nfs, with the bind drop-ins.
+# new_vm NAME ROLE [CONTEXT_VAR=value...] : new_ood_vm (lab_lib.sh: the storage VM gets
+# $NFS_DIR at /export; the others at /lab/nfs, with the bind drop-ins), with the test's timers.
 new_vm() {
-    local name=$1 role=$2 ip r id token unit; shift 2
-    NEXT_IP=$((NEXT_IP + 1)); ip=$BOOTLAB_NET.$NEXT_IP
-    r=$(sim POST /_sim/vms "{\"service_id\":$SERVICE,\"role\":\"$role\",\"name\":\"${role}_$name\",
-        \"nics\":[{\"ip\":\"$ip\",\"mac\":\"$(bl_mac "$ip")\",\"network\":\"bootlab\",\"network_id\":\"0\"}]}") ||
-        { echo "cannot add a VM to the service: $r"; return 1; }
-    id=$(jq -r .id <<< "$r"); token=$(jq -r .token <<< "$r")
-    VMID[$name]=$id IP[$name]=$ip
-    BOOTLAB_LAYERS=$LAB_LAYERS bl_clone "$name" "$ip/24" >/dev/null || return 1
-    bl_context_token "$name" "$token"
-    bl_context "$name" "DISK_ID=1" "ETH0_IP=$ip" "ETH0_MASK=255.255.255.0" \
-        "ETH0_NETWORK=$BOOTLAB_NET.0" "ETH0_MAC=$(bl_mac "$ip")" "NETWORK=YES" "TARGET=hdb" \
-        "ONEGATE_ENDPOINT=$SIM_URL" "TOKEN=YES" "VMID=$id" "REPORT_READY=YES" "$@" || return 1
-    # A job step left running must not hold a poweroff for 90 s (boot-lab.md section 13).
-    printf '[Manager]\nDefaultTimeoutStopSec=15s\n' |
-        bl_put "$name" /etc/systemd/system.conf.d/10-lab-stop-timeout.conf
-    if [ "$role" = storage ]; then
-        bl_bind "$name" "$NFS_DIR:/export"
-        return 0
-    fi
-    bl_bind "$name" "$NFS_DIR:/lab/nfs"
-    for unit in "${!LAB_MOUNTS[@]}"; do
-        bl_dropin "$name" "$unit" lab-bind \
-            "$(printf '[Mount]\nWhat=/lab/nfs/%s\nType=none\nOptions=bind' "${LAB_MOUNTS[$unit]}")"
-    done
+    local name=$1 role=$2
+    new_ood_vm "$@" || return 1
     # Test cadence for the timers a phase waits for. OnActiveSec= (from the timer's start by
     # configure) and OnUnitActiveSec= (from the service's last run) replace the shipped values.
     local fast
