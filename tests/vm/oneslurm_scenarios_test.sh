@@ -3,7 +3,8 @@
 # shipped units and timer schedule, a private bridge (10.79.2.0/24), the OneGate simulator
 # modelling OneFlow, a CONTEXT CD per VM. The controller has accounting and elastic mode on
 # (ONEAPP_SLURM_ELASTIC: workers 1..4, idle limit 60 s); the elastic cycle runs as the shipped
-# oneslurm-elastic.service, started by the test (as its timer would) so that each step is one
+# oneslurm-elastic.service, started by the test (as its timer would; the path unit that starts it
+# at each submission is stopped) so that each step is one
 # cycle. The test plays OneFlow: it boots the VMs a raised cardinality asks for, and gives a VM
 # terminated through OneGate the ACPI power button (qemu's system_powerdown), as OpenNebula's
 # terminate does. Each check a PASS/FAIL line; in this order:
@@ -141,7 +142,7 @@ if wait_until 600 configured controller; then
     vm_result controller_reboot_to_configured_seconds "$(secs_since_ms "$t0")"
     pass "controller rebooted and configured again ($(secs_since_ms "$t0") s)"
 else fail "controller rebooted and configured again" "$(tail -n 20 "$work/controller.console")"; fi
-ctl 'systemctl stop oneslurm-elastic.timer' >/dev/null 2>&1   # back at boot; cycles stay the test's
+ctl 'systemctl stop oneslurm-elastic.timer oneslurm-elastic.path' >/dev/null 2>&1   # back at boot; cycles stay the test's
 key_after=$(ctl 'sha256sum /etc/munge/munge.key' | cut -d' ' -f1)
 if wait_until 60 acct_done; then pass "accounting: acct-vm is still in sacct after the controller's reboot"
 else fail "accounting: acct-vm still in sacct after the controller's reboot" "$(ctl 'systemctl status slurmdbd mariadb --no-pager' 2>&1 | tail -n 20)"; fi
