@@ -194,7 +194,8 @@ std::string RenderJobSubmitLua(const std::string& kick_file) {
          "\n"
          "-- slurmctld runs it (as its SlurmUser) for each job submitted or changed. In elastic\n"
          "-- mode it creates the file below, and oneslurm-elastic.path starts an elastic cycle\n"
-         "-- at once instead of at the next 60 s tick; the cycle removes the file. Without elastic\n"
+         "-- at once instead of at the next 60 s tick; the cycle removes the file. Without "
+         "elastic\n"
          "-- mode the directory is not there (or no longer watched) and nothing else happens.\n"
          "-- The job is never changed or refused.\n"
          "local kick = \"" +
