@@ -31,6 +31,7 @@ Result<SlurmNode> WaitForRegistration(const Files& files, SlurmClient& client, C
   const std::string& ctl = check.controller_addr;
   bool have_conf = false;
   std::optional<Error> full;  // slurmctld's table is full without this node: no retry helps
+  std::optional<int> max;     // the fetched configuration's MaxNodeCount, read once
   auto node = Retry<SlurmNode>(
       policy, clock, "waiting for Slurm node " + name + " to register",
       [&](const Error&) { return !full; },
@@ -45,7 +46,7 @@ Result<SlurmNode> WaitForRegistration(const Files& files, SlurmClient& client, C
         if (shown->has_value()) return std::move(**shown);
         // slurmctld refuses a dynamic node beyond MaxNodeCount without a word to slurmd, which
         // never tries again: a full table is final for this slurmd.
-        const auto max = MaxNodeCount(files, check.fetched_conf);
+        if (!max) max = MaxNodeCount(files, check.fetched_conf);
         auto count = max ? client.NodeCount() : Result<int>(0);
         if (max && count && *count >= *max) {
           auto again = client.ShowNode(name);  // it may have taken the last place meanwhile
