@@ -65,7 +65,7 @@ std::vector<SettingSpec> WorkerSettings() {
   timeout.min = 10;
   timeout.max = 3600;
   timeout.expected = "seconds from 10 to 3600";
-  return {timeout};
+  return {timeout, ControllerVmIdSetting()};
 }
 
 std::unique_ptr<Role> MakeWorkerRole() { return std::make_unique<WorkerRole>(); }

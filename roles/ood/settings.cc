@@ -5,6 +5,7 @@
 #include "roles/ood/users.h"
 #include "roles/slurm/controller_setup.h"
 #include "roles/slurm/elastic_settings.h"
+#include "roles/slurm/join.h"
 
 namespace onehpc::ood {
 namespace {
@@ -123,7 +124,11 @@ SettingSpec ComputeNetworkSetting() {
   return net;
 }
 
-std::vector<SettingSpec> OodWorkerSettings() { return SharedNfsSettings(); }
+std::vector<SettingSpec> OodWorkerSettings() {
+  std::vector<SettingSpec> specs = SharedNfsSettings();
+  specs.push_back(ControllerVmIdSetting());
+  return specs;
+}
 
 std::vector<SettingSpec> SharedNfsSettings() {
   const std::vector<std::string> roles = {kPortalRole, kWorkerRole};

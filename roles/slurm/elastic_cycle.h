@@ -2,7 +2,7 @@
 // every 60 s, and oneslurm-elastic.path as soon as slurmctld's job_submit.lua creates the kick
 // file for a submitted job): one elastic cycle. A cycle the kick started begins at least 5 s
 // after the last one began, removes the kick file and polls `squeue -t PENDING` (each second,
-// up to 8 s) until no pending job still has reason None. It then reads the state once — ONE
+// up to 4 s) until no pending job still has reason None. It then reads the state once — ONE
 // OneGate request (GET /service?extended=true), `scontrol -o show nodes` and `squeue -t
 // PENDING` — builds the Snapshot of roles/slurm/elastic.h, asks elastic::Decide, and carries
 // the actions out:
@@ -67,7 +67,7 @@ struct ElasticOptions {
   Duration spacing{5000};
   /// A kicked cycle waits up to this long (polling squeue each second) for the jobs Slurm has
   /// not evaluated yet (reason None) to get their reason: the new job is usually one of them.
-  Duration settle{8000};
+  Duration settle{4000};
   /// Set by a caller that already ran ConsumeTheKick (`one-hpc elastic` does, before anything
   /// that can fail); unset: RunElastic runs it (unless dry_run).
   std::optional<bool> kicked;

@@ -185,6 +185,11 @@ Result<ControllerInfo> FindController(RoleEnv& env, const JoinSetup& setup, int 
   Discovery discovery;
   discovery.controller_role = setup.controller_role;
   discovery.known_vm_id = KnownControllerVmId(env.files);
+  // A first join: the VM the service template named (OneFlow resolved `${controller.vm.id}`
+  // when it created this VM), read alone; the role's list only when it is not a controller.
+  if (discovery.known_vm_id < 0 && env.settings.IsSet(kControllerVmIdSetting)) {
+    discovery.known_vm_id = static_cast<int>(env.settings.GetInt(kControllerVmIdSetting));
+  }
   auto ctl = DiscoverController(*env.onegate, discovery, policy, env.clock);
   if (!ctl) {
     return Fail(ctl.error().WithContext("cannot find a ready Slurm controller through OneGate"));
@@ -371,6 +376,22 @@ Result<ControllerInfo> JoinSlurmCluster(RoleEnv& env, const JoinSetup& setup) {
     return Fail(s.error());
   }
   return *ctl;
+}
+
+SettingSpec ControllerVmIdSetting() {
+  SettingSpec spec;
+  spec.name = kControllerVmIdSetting;
+  spec.type = SettingType::kInt;
+  spec.description =
+      "VM id of the Slurm controller (the portal in Open OnDemand), wiring set by the service "
+      "template (`${controller.vm.id}`, resolved by OneFlow when it creates the worker): the "
+      "first join reads that one VM instead of the role's list of VMs; empty, or a VM that is "
+      "not a ready controller, means the list.";
+  spec.roles = {slurm::kWorkerRole, ood::kWorkerRole};
+  spec.min = 0;
+  spec.max = 2147483647;
+  spec.expected = "a VM id (an integer from 0)";
+  return spec;
 }
 
 Result<std::string> WorkerNodeName(const ContextVars& vars, const std::string& prefix) {

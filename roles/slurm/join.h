@@ -90,6 +90,14 @@ Result<ControllerInfo> JoinSlurmCluster(RoleEnv& env, const JoinSetup& setup);
 Result<std::string> WorkerNodeName(const ContextVars& vars,
                                    const std::string& prefix = "slurm-one-worker-");
 
+/// ONEAPP_SLURM_CONTROLLER_VM_ID: the controller's (or the portal's) VM id, set by the service
+/// template with OneFlow's reference to a parent role (`${controller.vm.id}`, resolved when
+/// each worker is created). A worker that has found no controller yet reads that VM alone
+/// (GET /vms/<id>) instead of the role's list of VMs; a VM that is not a ready controller of
+/// the role, or no value, falls back to the list. Read by the worker and the ood-worker.
+inline constexpr char kControllerVmIdSetting[] = "ONEAPP_SLURM_CONTROLLER_VM_ID";
+SettingSpec ControllerVmIdSetting();
+
 }  // namespace onehpc
 
 #endif  // ONEHPC_ROLES_SLURM_JOIN_H_

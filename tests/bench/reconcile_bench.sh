@@ -199,7 +199,10 @@ median3() { printf '%s\n' "$@" | sort -n | sed -n 2p; }
 # The join's cost for one worker: a worker VM of the service (the joiner) whose controller
 # publishes what a ready controller publishes, and `one-hpc plan` on it: a dry run of the
 # join, which reads OneGate exactly as configure does (and as a follow pass does, once the
-# controller's VM id is remembered: the hint file in its root) and changes nothing.
+# controller's VM id is remembered: the hint file in its root) and changes nothing. Three
+# kinds: a first join without the service template's wiring (the role's list of VMs), a first
+# join with it (ONEAPP_SLURM_CONTROLLER_VM_ID, as OneFlow resolves ${controller.vm.id}: the
+# shipped templates), a follow pass.
 # Its root holds only what the plan reads besides OneGate (/proc/cpuinfo, /proc/meminfo).
 sim PUT "/_sim/vms/$CTL_ID/user_template" "{\"READY\":\"YES\",\"SLURM_CONTROLLER_ADDR\":\"10.79.0.1\",\"SLURM_CONTROLLER_HOST\":\"bench-ctl\",\"SLURM_KEY_SERVER_PUBKEY\":\"$(head -c 32 /dev/urandom | base64)\",\"SLURM_MUNGE_KEY_ID\":\"$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')\"}" >/dev/null ||
     die "cannot publish the controller's attributes"
@@ -210,12 +213,16 @@ mkdir -p "$D/jctx" "$D/jroot/proc" "$D/jroot-hint/proc" "$D/jroot-hint/var/lib/o
 jq -r .token <<< "$r" > "$D/jctx/token.txt"
 printf "ONEGATE_ENDPOINT='%s'\nTOKEN='YES'\nVMID='%s'\nONEAPP_ROLE='worker'\nETH0_IP='10.79.0.2'\nETH0_MASK='255.255.255.0'\n" \
     "$SIM" "$JOINER_ID" > "$D/jctx/context.sh"
+mkdir -p "$D/jctx-wired"
+cp "$D/jctx/token.txt" "$D/jctx-wired/"
+{ cat "$D/jctx/context.sh"; echo "ONEAPP_SLURM_CONTROLLER_VM_ID='$CTL_ID'"; } > "$D/jctx-wired/context.sh"
 for root in "$D/jroot" "$D/jroot-hint"; do cp /proc/cpuinfo /proc/meminfo "$root/proc/"; done
 echo "$CTL_ID" > "$D/jroot-hint/var/lib/one-hpc/controller-vm-id"
-# join_cost ROOT LOG : sets JRC, JREQ (the joiner's OneGate requests), JBYTES (their answers' bytes).
+# join_cost ROOT CONTEXT LOG : sets JRC, JREQ (the joiner's OneGate requests), JBYTES (their
+# answers' bytes).
 join_cost() {
     sim DELETE /_sim/requests >/dev/null
-    "$ONEHPC_BIN" plan --root "$1" --context "$D/jctx/context.sh" > "$2" 2>&1; JRC=$?
+    "$ONEHPC_BIN" plan --root "$1" --context "$2" > "$3" 2>&1; JRC=$?
     local mine
     mine=$(sim GET /_sim/requests | jq --argjson v "$JOINER_ID" '[.[] | select(.vm_id == $v)]')
     JREQ=$(jq length <<< "$mine")
@@ -261,18 +268,20 @@ for n in "${SIZES[@]}"; do
     for _ in 1 2 3; do cycle "$D/elastic-$n-t.log"; walls+=("$WALL"); done
     w=$(median3 "${walls[@]}")
     CMD=(reconcile)
-    for kind in first follow; do
+    for kind in first wired follow; do
         root=$D/jroot; [ "$kind" = follow ] && root=$D/jroot-hint
-        join_cost "$root" "$D/join-$kind-$n.log"
+        ctx=$D/jctx/context.sh; [ "$kind" = wired ] && ctx=$D/jctx-wired/context.sh
+        join_cost "$root" "$ctx" "$D/join-$kind-$n.log"
         [ "$JRC" = 0 ] || { echo "  FAIL the $kind join's plan exited with $JRC:"; tail -5 "$D/join-$kind-$n.log"; FAIL=1; }
-        # What must not grow with the service: a follow pass reads two documents of one VM
-        # each (the same bytes at every size); a first join adds the compact service document.
+        # What must not grow with the service: a follow pass and a wired first join read two
+        # documents of one VM each (the same bytes at every size); an unwired first join adds
+        # the compact service document.
         want="GET /vms/$CTL_ID, GET /vm"
         [ "$kind" = first ] && want="GET /service, $want"
         [ "$JPATHS" = "$want" ] || { echo "  FAIL the $kind join made: $JPATHS (want: $want)"; FAIL=1; }
-        if [ "$kind" = follow ]; then
-            [ -z "${FOLLOW_BYTES:-}" ] && FOLLOW_BYTES=$JBYTES
-            [ "$JBYTES" = "$FOLLOW_BYTES" ] || { echo "  FAIL a follow pass read $JBYTES bytes at $n workers, $FOLLOW_BYTES at the first size"; FAIL=1; }
+        if [ "$kind" != first ]; then
+            [ -z "${ONE_VM_BYTES:-}" ] && ONE_VM_BYTES=$JBYTES
+            [ "$JBYTES" = "$ONE_VM_BYTES" ] || { echo "  FAIL the $kind join read $JBYTES bytes at $n workers, $ONE_VM_BYTES at the first size"; FAIL=1; }
         fi
         JROWS+=("$(printf '| %5s | %-12s | %8s | %9s | %-60s |' "$n" "$kind" "$JREQ" "$JBYTES" "$JPATHS")")
         echo "  $kind join (plan): rc=$JRC, $JREQ OneGate request(s), $JBYTES bytes ($JPATHS)"
@@ -290,10 +299,10 @@ echo "| nodes | cycle    | OneGate requests | Slurm calls | child processes | pr
 echo "|------:|----------|-----------------:|------------:|----------------:|------------------------------------------|---------:|"
 printf '%s\n' "${ROWS[@]}"
 echo
-echo "OneGate cost of one worker's join (one-hpc plan: configure's reads) and of a follow pass (the same, the controller's VM id remembered)"
+echo "OneGate cost of one worker's join (one-hpc plan: configure's reads): first without the template's wiring, first with it (wired), and a follow pass (the controller's VM id remembered)"
 echo "| nodes | join         | requests | bytes     | requests made                                                |"
 echo "|------:|--------------|---------:|----------:|--------------------------------------------------------------|"
 printf '%s\n' "${JROWS[@]}"
 echo "benchmark total: $(dt "$T0" "$(now)") s"
-[ "$FAIL" = 0 ] && echo "PASS: one OneGate request per cycle at every size (and 2 Slurm calls for the elastic reads); a worker's follow pass reads the same two one-VM documents at every size" && exit 0
+[ "$FAIL" = 0 ] && echo "PASS: one OneGate request per cycle at every size (and 2 Slurm calls for the elastic reads); a worker's wired first join and its follow pass read the same two one-VM documents at every size" && exit 0
 exit 1

@@ -127,12 +127,16 @@ slurmctld_cpu() {   # CPU seconds (user + system) slurmctld has used so far
 socket_prop() { ctl systemctl show -p "$1" --value one-hpc-key-server.socket; }
 
 # A worker of the service: OneSlurm's with a join timeout that leaves room for a large batch;
-# Open OnDemand's (its join timeout is the role's 300 s) with the storage VM's address.
+# Open OnDemand's (its join timeout is the role's 300 s) with the storage VM's address. Both
+# with the controller's VM id, as the service templates wire it (OneFlow resolves
+# ${controller.vm.id} / ${portal.vm.id} when it creates a worker; the lab stands in for that).
 new_worker() {
     if [ "$SCALE_SERVICE" = ood ]; then
-        new_ood_vm "$1" worker ONEAPP_ROLE=ood-worker "ONEAPP_NFS_HOST=${IP[sto]}"
+        new_ood_vm "$1" worker ONEAPP_ROLE=ood-worker "ONEAPP_NFS_HOST=${IP[sto]}" \
+            "ONEAPP_SLURM_CONTROLLER_VM_ID=${VMID[ctl]}"
     else
-        new_slurm_vm "$1" worker ONEAPP_SLURM_JOIN_TIMEOUT=900
+        new_slurm_vm "$1" worker ONEAPP_SLURM_JOIN_TIMEOUT=900 \
+            "ONEAPP_SLURM_CONTROLLER_VM_ID=${VMID[ctl]}"
     fi
 }
 # The controller's elastic settings: w0 and the largest size, MAX_N + 1 workers (slurmctld's
@@ -225,7 +229,7 @@ cycle_time() {
 # One size: N workers join together, the cycles with N live nodes, the scale-down.
 run_size() {
     local n=$1 dir=$BOOTLAB_DIR/logs/scale-$1 i name t0 t_idle cpu0 cpu1 acc0 ref0 stop timeout
-    local rec ela t_starts
+    local rec ela t_starts bytes
     local -a shown
     step "N=$n: $n workers started together (w0 already idle)"
     mkdir -p "$dir"
@@ -295,6 +299,12 @@ run_size() {
     # A join the report cannot find (a log line it reads has changed) would leave it out.
     check "N=$n: the report found the $n joins in the workers' journals" eq \
         "$(printf '%s\n' "${shown[@]}" | awk '$1 == "joins" {print $2}')" "$n"
+    # The cost of one join must not grow with N: its largest OneGate answer bytes stay within
+    # a quarter of the first size's (a document of every VM would add ~140 bytes per VM).
+    bytes=$(printf '%s\n' "${shown[@]}" | awk '$1 == "onegate_bytes_per_join_max" {print $2}')
+    : "${FIRST_BYTES:=$bytes}"
+    check "N=$n: one join's OneGate bytes do not grow with N ($bytes, first size $FIRST_BYTES)" \
+        awk -v b="$bytes" -v f="$FIRST_BYTES" 'BEGIN { exit !(b != "" && b <= f * 1.25) }'
     scale_down "$n" "$dir"
 }
 

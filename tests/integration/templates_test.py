@@ -147,7 +147,8 @@ def ref_problem(ref, role, roles_by_name):
     """None if `${ref}` inside `role` can be resolved by OneFlow, else why not."""
     parts = ref.split(".")
     if len(parts) < 3:
-        return f"${{{ref}}}: expected ${{role.template.path}} or ${{role.user_template.ATTR}}"
+        return f"${{{ref}}}: expected ${{role.template.path}}, ${{role.user_template.ATTR}} or " \
+               "${role.vm.id}"
     parent, path = parts[0], [p.upper() for p in parts[1:]]
     if parent not in roles_by_name:
         return f"${{{ref}}}: no role named {parent!r}"
@@ -156,6 +157,8 @@ def ref_problem(ref, role, roles_by_name):
                "from parents only)"
     if not all(re.fullmatch(r"[A-Z0-9_]+", p) for p in path):
         return f"${{{ref}}}: path parts must be attribute names"
+    if path == ["VM", "ID"]:
+        return None  # //VM/ID: the parent VM's own id (its one VM element)
     if path[0] == "USER_TEMPLATE":
         return None if len(path) == 2 else f"${{{ref}}}: expected user_template.ATTR"
     if path[0] != "TEMPLATE":
@@ -175,7 +178,8 @@ def ref_problem(ref, role, roles_by_name):
         if not nics:
             return f"${{{ref}}}: role {parent!r} has no NIC"
         return None if path[2] in NIC_ATTRS else f"${{{ref}}}: NIC/{path[2]} is not a NIC attribute"
-    return f"${{{ref}}}: unsupported path (template.context.X, template.nic.X, user_template.X)"
+    return f"${{{ref}}}: unsupported path (template.context.X, template.nic.X, user_template.X, " \
+           "vm.id)"
 
 
 def spec_problem(name, spec):
@@ -407,6 +411,8 @@ def check_oneslurm(doc):
     c, w = roles.get("controller", {}), roles.get("worker", {})
     want["controller: 1 VM"] = c.get("cardinality") == 1 and c.get("max_vms", 1) == 1
     want["worker: child of controller"] = w.get("parents") == ["controller"]
+    want["worker: the controller's VM id wired"] = w.get("template_contents", {}).get(
+        "ONEAPP_SLURM_CONTROLLER_VM_ID") == "${controller.vm.id}"
     want["worker: default 1, min_vms 1, max_vms 100"] = (
         w.get("cardinality"), w.get("min_vms"), w.get("max_vms")) == (1, 1, 100)
     want["cooldown 30 s"] = c.get("cooldown") == 30 and w.get("cooldown") == 30
@@ -456,6 +462,10 @@ def check_ood(doc):
     # stale, so none may be wired.
     want["portal address followed through OneGate, not wired"] = (
         "${portal.template.context.ETH1_IP}" not in refs)
+    # The portal's VM id is wired as a first place to look: a worker checks that VM through
+    # OneGate and reads the role's list when it is gone (a stale id costs one request).
+    want["worker: the portal's VM id wired"] = roles.get("worker", {}).get(
+        "template_contents", {}).get("ONEAPP_SLURM_CONTROLLER_VM_ID") == "${portal.vm.id}"
     want["anti-spoofing on every NIC of the Compute network"] = spoof_filtered(doc, "Compute")
     # one-hpc finds the compute NIC by this name (host::kComputeNicName), never by position.
     compute_nics = [n for r in doc["roles"] for n in r.get("template_contents", {}).get("NIC", [])

@@ -104,8 +104,9 @@ TEST_F(WorkerTest, Identity) {
   EXPECT_EQ(role_->Name(), "worker");
   EXPECT_EQ(role_->Service(), "OneSlurm");
   auto specs = role_->Settings();
-  ASSERT_EQ(specs.size(), 1u);
+  ASSERT_EQ(specs.size(), 2u);
   EXPECT_EQ(specs[0].name, "ONEAPP_SLURM_JOIN_TIMEOUT");
+  EXPECT_EQ(specs[1].name, "ONEAPP_SLURM_CONTROLLER_VM_ID");
   EXPECT_EQ(WorkerNodeName({{"VMID", "42"}}).value_or("?"), "slurm-one-worker-42");
   EXPECT_EQ(WorkerNodeName({{"VMID", "42"}, {"SET_HOSTNAME", "gpu-3.lab"}}).value_or("?"), "gpu-3");
   EXPECT_FALSE(WorkerNodeName({{"VMID", "4x"}}));
@@ -180,6 +181,57 @@ TEST_F(WorkerTest, FirstJoin) {
     }
   }
   EXPECT_FALSE(logs.Contains(Base64Encode(key_)));
+}
+
+// The service template wires the controller's VM id (OneFlow resolves ${controller.vm.id}
+// when it creates the worker): the first join reads that VM alone, no list of the role's VMs,
+// so its OneGate requests do not grow with the service.
+TEST_F(WorkerTest, FirstJoinReadsTheWiredControllerAlone) {
+  vars_["ONEAPP_SLURM_CONTROLLER_VM_ID"] = std::to_string(controller_.id);
+  RunOk();
+  std::vector<std::string> by_worker;
+  for (const auto& r : sim_.Requests()) {
+    if (r.vm_id == worker_.id) by_worker.push_back(r.method + " " + r.path + r.query);
+  }
+  EXPECT_EQ(by_worker, (std::vector<std::string>{"GET /vms/" + std::to_string(controller_.id),
+                                                 "GET /vm", "PUT /vm"}));
+  EXPECT_EQ(m_.Read("/var/lib/one-hpc/controller-vm-id"), std::to_string(controller_.id) + "\n");
+  EXPECT_EQ(sim_.UserAttr(worker_.id, "SLURM_NODENAME"), name_);
+}
+
+// A wired id that is no controller (a replaced controller's: gone; a worker's; a VM of
+// another service) is a hint, not a fact: the role's list is read, and a bad value is named.
+TEST_F(WorkerTest, AWiredIdThatIsNoControllerFallsBackToTheRole) {
+  sim::VmSpec other;
+  other.nics.push_back(fakes::SimNic("10.0.0.9", "service"));
+  auto other_worker = sim_.AddVm(service_, "worker", other);
+  for (int wired : {controller_.id + 1000, other_worker.id}) {
+    SCOPED_TRACE(wired);
+    std::remove((m_.root + "/var/lib/one-hpc/controller-vm-id").c_str());
+    sim_.ClearRequests();
+    vars_["ONEAPP_SLURM_CONTROLLER_VM_ID"] = std::to_string(wired);
+    log::Capture logs;
+    RunOk();
+    std::vector<std::string> by_worker;
+    for (const auto& r : sim_.Requests()) {
+      if (r.vm_id == worker_.id) by_worker.push_back(r.method + " " + r.path + r.query);
+    }
+    ASSERT_GE(by_worker.size(), 3u);
+    EXPECT_EQ(std::vector<std::string>(by_worker.begin(), by_worker.begin() + 3),
+              (std::vector<std::string>{"GET /vms/" + std::to_string(wired), "GET /service",
+                                        "GET /vms/" + std::to_string(controller_.id)}));
+    EXPECT_TRUE(
+        logs.Contains("the controller this VM knew is not one now: VM " + std::to_string(wired)));
+    EXPECT_EQ(m_.Read("/var/lib/one-hpc/controller-vm-id"), std::to_string(controller_.id) + "\n");
+  }
+  auto specs = role_->Settings();
+  vars_["ONEAPP_SLURM_CONTROLLER_VM_ID"] = "ctl-3";
+  auto bad = Settings::Resolve(specs, vars_);
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("ONEAPP_SLURM_CONTROLLER_VM_ID"), std::string::npos);
+  EXPECT_NE(bad.error().message.find("ctl-3"), std::string::npos);
+  EXPECT_NE(bad.error().message.find("expected a decimal integer"), std::string::npos)
+      << bad.error().message;
 }
 
 TEST_F(WorkerTest, RerunKeepsEverything) {
