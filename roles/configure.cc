@@ -6,6 +6,7 @@
 #include "common/log.h"
 #include "roles/dispatcher.h"
 #include "roles/names.h"
+#include "roles/published.h"
 #include "roles/role_change.h"
 
 namespace onehpc {
@@ -144,21 +145,14 @@ ConfigureOutcome RunConfigure(const ConfigureRequest& request, SystemAdapters& s
     outcome.error = log::Redact(error.message);
     log::Error("one-hpc {} failed: {}", dry_run ? "plan" : "configure", error.message);
     if (!dry_run) {
-      if (onegate) {
-        Status published = onegate->UpdateVm({{"ERROR", OneGateSafeMessage(error.message)}});
-        if (!published) log::Warn("could not publish ERROR: {}", published.error().message);
-      }
+      if (onegate) PublishError(*onegate, sys.files, OneGateSafeMessage(error.message));
       WriteStatus(sys, request, outcome);
     }
     return std::move(outcome);
   };
 
-  // READY is never cleared by OpenNebula; a READY left from the previous boot would tell
-  // OneFlow and peers that this VM is ready while it is still being configured.
-  if (!dry_run && onegate) {
-    Status erased = onegate->EraseVmAttribute(kAttrReady);
-    if (!erased) log::Warn("could not erase a stale READY: {}", erased.error().message);
-  }
+  // Erased when this VM may have published it (roles/published.h): not at a first boot.
+  if (!dry_run && onegate) EraseStaleReady(*onegate, sys.files);
 
   outcome.warnings = UnknownSettingWarnings(AllSettings(), request.context.vars);
   for (const auto& warning : outcome.warnings) log::Warn("{}", warning);
@@ -190,20 +184,11 @@ ConfigureOutcome RunConfigure(const ConfigureRequest& request, SystemAdapters& s
   const bool report_ready = settings->GetBool("REPORT_READY");
   if (report_ready) publish.emplace_back(kAttrReady, "YES");
   if (onegate) {
-    // ERROR first, so that READY=YES and a stale ERROR are never seen together.
-    Status erased = outcome.plan.Do("erase ERROR through OneGate", "the configure succeeded",
-                                    [&]() { return onegate->EraseVmAttribute("ERROR"); });
-    if (!erased) log::Warn("{}", erased.error().message);
-    if (!publish.empty()) {
-      std::string keys;
-      for (const auto& [key, value] : publish) keys += (keys.empty() ? "" : ", ") + key;
-      Status published = outcome.plan.Do(
-          "publish " + keys + " through OneGate",
-          report_ready ? "the configure succeeded and REPORT_READY=YES"
-                       : "the configure succeeded (REPORT_READY is not YES: no READY)",
-          [&]() { return onegate->UpdateVm(publish); });
-      if (!published) return fail(published.error());
-    }
+    Status reported =
+        ReportSuccess(*onegate, sys.files, outcome.plan, publish,
+                      report_ready ? "the configure succeeded and REPORT_READY=YES"
+                                   : "the configure succeeded (REPORT_READY is not YES: no READY)");
+    if (!reported) return fail(reported.error());
   } else if (report_ready) {
     return fail(Error{ErrorKind::kInvalidInput,
                       "REPORT_READY=YES but OneGate is not available: the VM template needs "

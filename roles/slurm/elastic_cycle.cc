@@ -10,6 +10,7 @@
 
 #include "common/log.h"
 #include "roles/names.h"
+#include "roles/published.h"
 #include "roles/slurm/slurm_client.h"
 
 namespace onehpc {
@@ -602,7 +603,7 @@ Result<ElasticReport> RunElastic(const ElasticOptions& options, OneGateClient& o
         if (own_error && *own_error == error) {
           o.note = "ERROR already published";
         } else {
-          result = onegate.UpdateVm({{"ERROR", error}});
+          result = PublishRecorded(onegate, files, "ERROR", error);  // configure erases it too
         }
         break;
       }
@@ -623,7 +624,7 @@ Result<ElasticReport> RunElastic(const ElasticOptions& options, OneGateClient& o
     // Our ERROR goes once replacing is allowed again (a worker registered, or the count was
     // reset); an ERROR that is not ours (a failed configure) is left alone.
     if (!stop_replacing && own_error && own_error->starts_with(kElasticErrorPrefix)) {
-      if (auto e = onegate.EraseVmAttribute("ERROR"); !e) {
+      if (auto e = EraseRecorded(onegate, files, "ERROR"); !e) {
         log::Warn("{}could not erase its ERROR: {}", pfx, e.error().message);
       } else {
         log::Info("{}ERROR erased: workers register again", pfx);

@@ -171,6 +171,55 @@ TEST_F(ConfigureFlowTest, FailurePublishesOneLineErrorAndNoReady) {
   EXPECT_EQ(sim_.UserAttr(vm_.id, "READY"), "YES");
 }
 
+// The erases a run sends (PUT /vm type=2), by attribute name.
+std::vector<std::string> Erased(const std::vector<sim::RecordedRequest>& requests) {
+  std::vector<std::string> names;
+  for (const auto& r : requests) {
+    if (r.method != "PUT" || r.body.find("type=2") == std::string::npos) continue;
+    const auto start = r.body.find("data=") + 5;
+    names.push_back(r.body.substr(start, r.body.find('&', start) - start));
+  }
+  return names;
+}
+
+// READY and ERROR are erased only where this VM may have published them
+// (roles/published.h): a first boot sends no erase, a reboot erases its READY alone.
+TEST_F(ConfigureFlowTest, AFirstBootErasesNothingItNeverPublished) {
+  UseRoot();
+  sim_.ClearRequests();
+  ASSERT_EQ(Run({}).exit_code, kExitOk);
+  EXPECT_EQ(Erased(sim_.Requests()), std::vector<std::string>{});
+  EXPECT_EQ(ReadRoot("/var/lib/one-hpc/onegate-published"), "READY\n");
+  sim_.ClearRequests();
+  ASSERT_EQ(Run({}).exit_code, kExitOk);  // a reboot: its READY erased, then published again
+  EXPECT_EQ(Erased(sim_.Requests()), std::vector<std::string>{"READY"});
+  EXPECT_EQ(sim_.UserAttr(vm_.id, "READY"), "YES");
+  // A failure records its ERROR; the next success erases it and READY, once each.
+  ASSERT_EQ(Run({{"ONEAPP_PROBE_FAIL", "yes"}}).exit_code, kExitFailed);
+  EXPECT_EQ(ReadRoot("/var/lib/one-hpc/onegate-published"), "ERROR\n");
+  sim_.ClearRequests();
+  ASSERT_EQ(Run({}).exit_code, kExitOk);
+  EXPECT_EQ(Erased(sim_.Requests()), std::vector<std::string>{"ERROR"});
+  EXPECT_EQ(sim_.UserAttr(vm_.id, "ERROR"), "");
+  EXPECT_EQ(ReadRoot("/var/lib/one-hpc/onegate-published"), "READY\n");
+}
+
+// A VM an older one-hpc configured (a role record, no record of what it published) may have
+// both: both are erased, as before the record.
+TEST_F(ConfigureFlowTest, AVmAnOlderOneHpcConfiguredErasesBoth) {
+  UseRoot();
+  ASSERT_TRUE(files_.WriteAtomic(kRoleRecordFile, "{\"role\": \"probe\", \"units\": []}\n", 0644));
+  sim_.SetUserAttr(vm_.id, "READY", "YES");
+  sim_.SetUserAttr(vm_.id, "ERROR", "an old failure");
+  sim_.ClearRequests();
+  ConfigureOutcome out = Run({});
+  ASSERT_EQ(out.exit_code, kExitOk) << out.error;
+  EXPECT_EQ(Erased(sim_.Requests()), (std::vector<std::string>{"READY", "ERROR"}));
+  EXPECT_EQ(sim_.UserAttr(vm_.id, "ERROR"), "");
+  EXPECT_EQ(sim_.UserAttr(vm_.id, "READY"), "YES");
+  EXPECT_EQ(ReadRoot("/var/lib/one-hpc/onegate-published"), "READY\n");
+}
+
 TEST_F(ConfigureFlowTest, InvalidSettingIsExitThreeAndNamesTheVariable) {
   UseRoot();
   ConfigureOutcome out = Run({{"ONEAPP_PROBE_FAIL", "maybe"}});
@@ -245,11 +294,13 @@ TEST_F(ConfigureFlowTest, StorageAndWorkerRefuseThePortalsUsersBeforeAnyChange) 
     }
     EXPECT_EQ(sim_.UserAttr(vm_.id, "READY"), "");
     EXPECT_TRUE(runner_.commands().empty()) << role;  // nothing ran
+    // Nothing but one-hpc's own records: the run's status, and the ERROR it published.
     for (const auto& entry : std::filesystem::recursive_directory_iterator(root_)) {
-      if (entry.is_regular_file()) {
+      if (entry.is_regular_file() && entry.path() != root_ / "var/lib/one-hpc/onegate-published") {
         EXPECT_EQ(entry.path(), root_ / std::string(kStatusFile).substr(1)) << "wrote " << entry;
       }
     }
+    EXPECT_EQ(ReadRoot("/var/lib/one-hpc/onegate-published"), "ERROR\n");
   }
   LoadedContext context;
   context.vars = {{"ONEGATE_ENDPOINT", sim_.Endpoint()},

@@ -188,6 +188,8 @@ TEST_F(ElasticCycleTest, FailedBootsAreTerminatedCountedAcrossCyclesAndStopWithA
   EXPECT_EQ(sim_.Terminations().size(), 3u);
   std::string error = sim_.UserAttr(controller_.id, "ERROR");
   EXPECT_THAT(error, HasSubstr("elastic: 3 worker boots in a row never registered"));
+  // Recorded as published (roles/published.h): configure's next success erases it too.
+  EXPECT_EQ(machine_.Read("/var/lib/one-hpc/onegate-published"), "ERROR\n");
   // Stopped: a fourth bad VM is left for the operator, no grow.
   AddWorker("", false);
   ASSERT_TRUE(Run());
@@ -201,6 +203,7 @@ TEST_F(ElasticCycleTest, FailedBootsAreTerminatedCountedAcrossCyclesAndStopWithA
   auto back = Run();
   ASSERT_TRUE(back) << back.error().message;
   EXPECT_EQ(sim_.UserAttr(controller_.id, "ERROR"), "");
+  EXPECT_EQ(machine_.Read("/var/lib/one-hpc/onegate-published"), "");
 }
 
 // Review finding N2: an operator's reboot of a worker (its node deleted by self-drain until it
