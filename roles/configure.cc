@@ -121,6 +121,26 @@ std::string OneGateSafeMessage(const std::string& message) {
   return out;
 }
 
+namespace {
+
+// The OneGate client of a run, null when the context gives none (logged).
+std::unique_ptr<OneGateClient> MakeOneGate(const LoadedContext& context, SystemAdapters& sys,
+                                           bool dry_run) {
+  auto config = OneGateConfig::FromContext(context);
+  if (!config) {
+    log::Warn("OneGate is not available, nothing will be published: {}", config.error().message);
+    return nullptr;
+  }
+  if (dry_run) {
+    // A plan must answer quickly even when OneGate is far away: one short attempt.
+    config->retry = RetryPolicy::Once();
+    config->request_timeout = Duration(3000);
+  }
+  return std::make_unique<OneGateClient>(*config, sys.http, sys.clock);
+}
+
+}  // namespace
+
 ConfigureOutcome RunConfigure(const ConfigureRequest& request, SystemAdapters& sys) {
   ConfigureOutcome outcome;
   outcome.plan = Plan(request.mode);
@@ -128,17 +148,7 @@ ConfigureOutcome RunConfigure(const ConfigureRequest& request, SystemAdapters& s
   log::Info("one-hpc {} started (entry: {}, context from {})", dry_run ? "plan" : "configure",
             request.entry, request.context.origin);
 
-  std::unique_ptr<OneGateClient> onegate;
-  if (auto config = OneGateConfig::FromContext(request.context)) {
-    if (dry_run) {
-      // A plan must answer quickly even when OneGate is far away: one short attempt.
-      config->retry = RetryPolicy::Once();
-      config->request_timeout = Duration(3000);
-    }
-    onegate = std::make_unique<OneGateClient>(*config, sys.http, sys.clock);
-  } else {
-    log::Warn("OneGate is not available, nothing will be published: {}", config.error().message);
-  }
+  std::unique_ptr<OneGateClient> onegate = MakeOneGate(request.context, sys, dry_run);
 
   auto fail = [&](const Error& error) -> ConfigureOutcome {
     outcome.exit_code = ExitCodeFor(error.kind);
@@ -174,7 +184,10 @@ ConfigureOutcome RunConfigure(const ConfigureRequest& request, SystemAdapters& s
   std::vector<std::string> enabled_units;
   env.enabled_units = &enabled_units;
   Status configured = role->Configure(env);
-  if (!configured) return fail(configured.error());
+  if (!configured) {
+    return fail(RetireAfterFailedRoleChange(env, *previous, role->Name(), enabled_units,
+                                            configured.error()));
+  }
   if (previous->has_value()) {
     if (auto s = RetirePreviousRole(env, **previous, role->Name(), enabled_units); !s) {
       return fail(s.error());

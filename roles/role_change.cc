@@ -73,4 +73,16 @@ Status RetirePreviousRole(RoleEnv& env, const RoleRecord& previous, const std::s
   return Ok();
 }
 
+Error RetireAfterFailedRoleChange(RoleEnv& env, const std::optional<RoleRecord>& previous,
+                                  const std::string& role,
+                                  const std::vector<std::string>& enabled_so_far, Error error) {
+  if (!previous || previous->role == role) return error;
+  log::Warn("role change: the {} failed to configure; retiring the {} anyway", role,
+            previous->role);
+  Status s = RetirePreviousRole(env, *previous, role, enabled_so_far);
+  if (s && !env.plan.dry_run()) s = WriteRoleRecord(env.files, RoleRecord{role, enabled_so_far});
+  if (!s) log::Warn("could not retire the {}: {}", previous->role, s.error().message);
+  return error;
+}
+
 }  // namespace onehpc

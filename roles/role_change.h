@@ -36,6 +36,17 @@ Status WriteRoleRecord(Files& files, const RoleRecord& record);
 Status RetirePreviousRole(RoleEnv& env, const RoleRecord& previous, const std::string& role,
                           const std::vector<std::string>& enabled_now);
 
+/// A configure of a new role that failed with `error` (returned): the previous role (when the
+/// record names another one) is retired all the same, but for the units the new role enabled
+/// before it failed, and the record then names the new role with those units. A VM
+/// re-contextualised to a role that keeps failing must not go on serving as the old one
+/// (slurmctld, nfs-server and its exports, the old timers). Nothing when the role did not
+/// change (its units stay until a configure succeeds); a dry run plans it. Trouble retiring is
+/// logged: `error` is what the run reports.
+Error RetireAfterFailedRoleChange(RoleEnv& env, const std::optional<RoleRecord>& previous,
+                                  const std::string& role,
+                                  const std::vector<std::string>& enabled_so_far, Error error);
+
 }  // namespace onehpc
 
 #endif  // ONEHPC_ROLES_ROLE_CHANGE_H_

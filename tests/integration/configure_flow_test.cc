@@ -48,8 +48,8 @@ class ProbeRole : public Role {
 // A role that enables the units it is given.
 class UnitsRole : public Role {
  public:
-  UnitsRole(std::string name, std::vector<std::string> units)
-      : name_(std::move(name)), units_(std::move(units)) {}
+  UnitsRole(std::string name, std::vector<std::string> units, bool fails = false)
+      : name_(std::move(name)), units_(std::move(units)), fails_(fails) {}
   std::string Name() const override { return name_; }
   std::string Service() const override { return "Test"; }
   std::string Summary() const override { return "test role"; }
@@ -60,12 +60,14 @@ class UnitsRole : public Role {
         return s;
       }
     }
+    if (fails_) return Fail(ErrorKind::kProcess, "the " + name_ + " failed after its units");
     return Ok();
   }
 
  private:
   std::string name_;
   std::vector<std::string> units_;
+  bool fails_ = false;
 };
 
 class ConfigureFlowTest : public ::testing::Test {
@@ -366,6 +368,51 @@ TEST_F(ConfigureFlowTest, ARoleChangeDisablesAndStopsTheOldRolesUnits) {
   EXPECT_EQ(record["units"], nlohmann::json({"new-only.service", "shared.service"}));
 
   for (const auto& c : run("now")) EXPECT_EQ(c.find("disable"), std::string::npos) << c;
+}
+
+// A VM re-contextualised to a role that fails: the old role is retired all the same (review
+// L14: it must not go on serving), but for what the new role enabled before it failed; the
+// record names the new role, so that its next run retires nothing more.
+TEST_F(ConfigureFlowTest, ARoleChangeThatFailsStillRetiresTheOldRole) {
+  UseRoot();
+  runner_.On({"systemctl"}, [](const Command&) { return ProcessResult{0, 0, false, "", ""}; });
+  SystemctlSystemd online(runner_, "");
+  SystemAdapters sys{runner_, files_, online, block_devices_, mounts_, clock_, http_};
+  ASSERT_TRUE(WriteRoleRecord(files_, RoleRecord{"was", {"old-only.timer", "shared.service"}}));
+  auto run = [&](const std::string& role, int want_exit) {
+    ConfigureRequest request;
+    request.context.vars = {{"ONEAPP_ROLE", role}};
+    request.context.origin = "test";
+    request.make_role = [](const std::string& name) -> std::unique_ptr<Role> {
+      return std::make_unique<UnitsRole>(name, std::vector<std::string>{"shared.service"},
+                                         /*fails=*/true);
+    };
+    size_t before = runner_.commands().size();
+    ConfigureOutcome out = RunConfigure(request, sys);
+    EXPECT_EQ(out.exit_code, want_exit) << out.error;
+    EXPECT_NE(out.error.find("failed after its units"), std::string::npos) << out.error;
+    std::vector<std::string> cmds;
+    for (size_t i = before; i < runner_.commands().size(); ++i) {
+      std::string line;
+      for (const auto& a : runner_.commands()[i].argv) line += (line.empty() ? "" : " ") + a;
+      cmds.push_back(line);
+    }
+    return cmds;
+  };
+  auto cmds = run("now", kExitFailed);
+  auto has = [&](const std::string& c) {
+    return std::find(cmds.begin(), cmds.end(), c) != cmds.end();
+  };
+  EXPECT_TRUE(has("systemctl disable --no-reload old-only.timer"))
+      << ::testing::PrintToString(cmds);
+  EXPECT_TRUE(has("systemctl --no-block stop old-only.timer")) << ::testing::PrintToString(cmds);
+  EXPECT_FALSE(has("systemctl --no-block stop shared.service")) << "the new role enabled it";
+  auto record = nlohmann::json::parse(ReadRoot(kRoleRecordFile));
+  EXPECT_EQ(record["role"], "now");
+  EXPECT_EQ(record["units"], nlohmann::json({"shared.service"}));
+  for (const auto& c : run("now", kExitFailed)) {
+    EXPECT_EQ(c.find("disable"), std::string::npos) << c;
+  }
 }
 
 // The same role with a part turned off (accounting: slurmdbd, MariaDB, the dump timer): what
