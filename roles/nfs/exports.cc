@@ -165,8 +165,13 @@ Result<std::vector<std::string>> PortalAddresses(const ServiceInfo& service,
         found = true;
       }
     }
+    // A live portal always has its compute address (a lease is taken when the VM is created):
+    // a document without it is a partial view, and the last good list is kept (review L16),
+    // not replaced by one that takes root away from the portal.
     if (!found) {
-      log::Warn("portal VM {} has no address on the compute network {}", node.vm_id, compute_net);
+      return Fail(ErrorKind::kNotFound, "portal VM " + std::to_string(node.vm_id) +
+                                            " shows no address on the compute network " +
+                                            compute_net);
     }
   }
   std::vector<std::string> out(ips.begin(), ips.end());

@@ -821,6 +821,12 @@ TEST(ExportsTest, PortalAddressesOnlyOnTheComputeNetwork) {
   ASSERT_TRUE(ips);
   EXPECT_EQ(*ips, std::vector<std::string>{"10.1.0.5"});  // never the management address
   EXPECT_TRUE(nfs::PortalAddresses(Service({}), "10.1.0.0/24")->empty());
+  // Review L16: a live portal shown without its compute address is a partial view, not "no
+  // portal": an error, so that the refresh keeps the last good list.
+  auto partial = nfs::PortalAddresses(Service({{"192.168.1.20"}}), "10.1.0.0/24");
+  ASSERT_FALSE(partial);
+  EXPECT_THAT(partial.error().message,
+              HasSubstr("shows no address on the compute network 10.1.0.0/24"));
   ServiceInfo compact = Service({{"10.1.0.5"}});
   compact.roles[1].nodes[0].vm.reset();
   EXPECT_FALSE(nfs::PortalAddresses(compact, "10.1.0.0/24"));
@@ -952,6 +958,16 @@ TEST_F(RefreshTest, CompactDocumentKeepsLastGood) {
   compact.roles[1].nodes[0].vm.reset();
   auto out =
       nfs::RefreshExports(*m_.files, m_.runner, [&] { return Result<ServiceInfo>(compact); });
+  ASSERT_TRUE(out);
+  EXPECT_TRUE(out->onegate_failed);
+  EXPECT_EQ(m_.Read(nfs::kExportsFile), before_);
+}
+
+// Review L16: before, such a view emptied the list: the portal lost no_root_squash and the
+// Slurm state's export at once.
+TEST_F(RefreshTest, APortalShownWithoutItsComputeAddressKeepsLastGood) {
+  auto out = nfs::RefreshExports(*m_.files, m_.runner,
+                                 [] { return Result<ServiceInfo>(Service({{"192.168.1.20"}})); });
   ASSERT_TRUE(out);
   EXPECT_TRUE(out->onegate_failed);
   EXPECT_EQ(m_.Read(nfs::kExportsFile), before_);
