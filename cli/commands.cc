@@ -1,13 +1,6 @@
 #include "cli/commands.h"
 
-#include <fcntl.h>
-#include <sys/file.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <ctime>
 #include <iostream>
 #include <memory>
@@ -117,35 +110,22 @@ bool HookRanThisBoot(Files& files) {
 class RunLock {
  public:
   RunLock(const Files& files, bool wait) {
-    std::string path = files.HostPath(kRunLockFile);
-    std::string dir = path.substr(0, path.rfind('/'));
-    ::mkdir(dir.c_str(), 0755);
-    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-    if (fd_ < 0) {
-      error_ = std::string("cannot open ") + path + ": " + std::strerror(errno);
-      return;
-    }
-    int r;
-    do {
-      r = ::flock(fd_, LOCK_EX | (wait ? 0 : LOCK_NB));
-    } while (r != 0 && errno == EINTR);
-    if (r == 0) {
-      held_ = true;
+    auto lock = files.Lock(kRunLockFile, wait);
+    if (!lock) {
+      error_ = lock.error().message;
+    } else if (!lock->has_value()) {
+      error_ = "busy";
     } else {
-      error_ = errno == EWOULDBLOCK ? "busy" : std::string("flock: ") + std::strerror(errno);
+      lock_ = std::move(**lock);
+      held_ = true;
     }
   }
-  ~RunLock() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  RunLock(const RunLock&) = delete;
-  RunLock& operator=(const RunLock&) = delete;
   bool held() const { return held_; }
   const std::string& error() const { return error_; }
 
  private:
   static constexpr const char* kRunLockFile = "/run/one-hpc/run.lock";
-  int fd_ = -1;
+  FileLock lock_;
   bool held_ = false;
   std::string error_;
 };

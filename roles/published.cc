@@ -34,9 +34,24 @@ Result<Record> ReadRecord(const Files& files) {
   return record;
 }
 
-Status WriteRecord(Files& files, const std::set<std::string>& names) {
+// The record is changed by configure and by the elastic cycle, which can run at once: each
+// change (read, then write) holds this lock, so that neither loses the other's name.
+constexpr char kRecordLock[] = "/run/one-hpc/onegate-published.lock";
+
+// Adds (`add`) or drops `attr`, under the lock.
+Status ChangeRecord(Files& files, const std::string& attr, bool add) {
+  auto lock = files.Lock(kRecordLock, /*wait=*/true);
+  if (!lock) return Fail(lock.error());
+  auto record = ReadRecord(files);
+  if (!record) return Fail(record.error());
+  if (record->exists && (record->names.count(attr) > 0) == add) return Ok();
+  if (add) {
+    record->names.insert(attr);
+  } else {
+    record->names.erase(attr);
+  }
   std::string text;
-  for (const auto& n : names) text += n + "\n";
+  for (const auto& n : record->names) text += n + "\n";
   return files.WriteAtomic(kPublishedFile, text, 0644);
 }
 
@@ -48,19 +63,11 @@ bool MayBePublished(const Files& files, const std::string& attr) {
 }
 
 Status RecordPublished(Files& files, const std::string& attr) {
-  auto record = ReadRecord(files);
-  if (!record) return Fail(record.error());
-  if (record->exists && record->names.count(attr) > 0) return Ok();
-  record->names.insert(attr);
-  return WriteRecord(files, record->names);
+  return ChangeRecord(files, attr, /*add=*/true);
 }
 
 Status RecordErased(Files& files, const std::string& attr) {
-  auto record = ReadRecord(files);
-  if (!record) return Fail(record.error());
-  if (record->exists && record->names.count(attr) == 0) return Ok();
-  record->names.erase(attr);
-  return WriteRecord(files, record->names);
+  return ChangeRecord(files, attr, /*add=*/false);
 }
 
 Status PublishRecorded(OneGateClient& onegate, Files& files, const std::string& attr,

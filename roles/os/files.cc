@@ -6,11 +6,13 @@
 #include <grp.h>
 #include <pwd.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -351,6 +353,39 @@ Result<std::string> Files::MakeTempDir(const std::string& parent, const std::str
     return Fail(ErrorKind::kIo, "cannot create a directory " + host + ": " + Errno(errno));
   }
   return path.substr(0, path.size() - 6) + host.substr(host.size() - 6);
+}
+
+FileLock::~FileLock() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+FileLock& FileLock::operator=(FileLock&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = other.fd_;
+    other.fd_ = -1;
+  }
+  return *this;
+}
+
+Result<std::optional<FileLock>> Files::Lock(const std::string& path, bool wait) const {
+  if (auto s = CheckPath(path); !s) return Fail(s.error());
+  const std::string host = HostPath(path);
+  const std::string dir = host.substr(0, host.rfind('/'));
+  std::error_code ec;  // an existing directory is fine; a failure shows at open()
+  if (!dir.empty()) std::filesystem::create_directories(dir, ec);
+  const int fd = ::open(host.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) return Fail(ErrorKind::kIo, "cannot open " + host + ": " + Errno(errno));
+  FileLock lock(fd);
+  int r;
+  do {
+    r = ::flock(fd, LOCK_EX | (wait ? 0 : LOCK_NB));
+  } while (r != 0 && errno == EINTR);
+  if (r != 0) {
+    if (errno == EWOULDBLOCK) return std::optional<FileLock>();
+    return Fail(ErrorKind::kIo, "flock " + host + ": " + Errno(errno));
+  }
+  return std::optional<FileLock>(std::move(lock));
 }
 
 Status Files::RemoveDir(const std::string& path) {

@@ -17,6 +17,22 @@ struct FileOwner {
   std::string group;  ///< name, looked up in <root>/etc/group (then the host's)
 };
 
+/// An exclusive flock(2) on a file, held until the object is destroyed (the kernel releases it
+/// when the process ends, even killed). Made by Files::Lock.
+class FileLock {
+ public:
+  FileLock() = default;
+  explicit FileLock(int fd) : fd_(fd) {}
+  ~FileLock();
+  FileLock(FileLock&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
+  FileLock& operator=(FileLock&& other) noexcept;
+  FileLock(const FileLock&) = delete;
+  FileLock& operator=(const FileLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
 /// All paths given to Files are absolute paths of the target system; they are resolved
 /// under the root prefix. A path containing ".." components is refused (kInvalidInput).
 class Files {
@@ -59,6 +75,10 @@ class Files {
   /// directory of `to`.
   Status Rename(const std::string& from, const std::string& to);
   Result<std::vector<std::string>> List(const std::string& dir) const;
+  /// An exclusive lock on `path` (created 0600, its directory 0755, when missing; a symlink is
+  /// refused). `wait`: until it is free; otherwise nullopt when another process holds it.
+  /// For short sections and for one-hpc's own runs: the holder decides how long.
+  Result<std::optional<FileLock>> Lock(const std::string& path, bool wait) const;
 
  private:
   std::string root_;

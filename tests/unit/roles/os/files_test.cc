@@ -72,6 +72,29 @@ TEST_F(FilesTest, RefusesDotDotAndRelativePaths) {
   EXPECT_TRUE(std::filesystem::exists(root_ + "/a/..b/..."));
 }
 
+// One holder at a time (flock(2) locks belong to the open file: a second open in this very
+// process is another holder); released when the lock object goes.
+TEST_F(FilesTest, LockIsExclusiveAndReleasedWithItsObject) {
+  Files files(root_);
+  {
+    auto first = files.Lock("/run/x/test.lock", /*wait=*/false);
+    ASSERT_TRUE(first) << first.error().message;
+    ASSERT_TRUE(first->has_value());
+    auto second = files.Lock("/run/x/test.lock", /*wait=*/false);
+    ASSERT_TRUE(second) << second.error().message;
+    EXPECT_FALSE(second->has_value()) << "taken while the first is held";
+    struct stat st {};
+    ASSERT_EQ(::stat((root_ + "/run/x/test.lock").c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 07777, 0600u);
+  }
+  auto again = files.Lock("/run/x/test.lock", /*wait=*/false);
+  ASSERT_TRUE(again);
+  EXPECT_TRUE(again->has_value()) << "free once the first object is gone";
+  std::filesystem::create_symlink(root_ + "/elsewhere", root_ + "/run/x/link.lock");
+  EXPECT_FALSE(files.Lock("/run/x/link.lock", /*wait=*/false)) << "a symlink is refused";
+  EXPECT_FALSE(files.Lock("/run/../etc/x.lock", /*wait=*/false));
+}
+
 TEST_F(FilesTest, WriteAtomicCreatesParentsAndSetsMode) {
   ::umask(077);  // the requested modes win over the umask
   Files files(root_);
