@@ -114,7 +114,7 @@ phase1_up() {
 }
 
 phase2_grow() {
-    local job t0 n
+    local job t0 n listed
     step "2. a job asking for 3 nodes grows the worker role from 1 to 3"
     before=$(ctl journalctl -u oneslurm-elastic.service -o cat --no-pager | wc -l)
     t0=$(_bl_now)
@@ -131,10 +131,22 @@ phase2_grow() {
     sed 's/^/    | /' "$BOOTLAB_DIR/logs/elastic.last"
     check "the decision is logged with its reason" grep -qF "grow role worker to 3 VMs: 1 job(s) ($job) wait for 3 node(s)" "$BOOTLAB_DIR/logs/elastic.last"
     check "the cycle consumed the kick" eq "$(ctl test -e /run/one-hpc-elastic/kick && echo left)" ""
-    # OneFlow creates the two VMs; they boot.
-    new_slurm_vm w2 worker ONEAPP_SLURM_JOIN_TIMEOUT=120 || return 1
-    new_slurm_vm w3 worker ONEAPP_SLURM_JOIN_TIMEOUT=120 || return 1
+    # OneFlow creates the two VMs, with the controller's VM id as the service template wires it
+    # (it resolves ${controller.vm.id}; w1 above has no such value: the role's list); they boot.
+    new_slurm_vm w2 worker ONEAPP_SLURM_JOIN_TIMEOUT=120 "ONEAPP_SLURM_CONTROLLER_VM_ID=${VMID[ctl]}" || return 1
+    new_slurm_vm w3 worker ONEAPP_SLURM_JOIN_TIMEOUT=120 "ONEAPP_SLURM_CONTROLLER_VM_ID=${VMID[ctl]}" || return 1
     boot_vms 240 w2 w3 || return 1
+    # A first boot's join reads one VM, not the service's list, and erases nothing it never
+    # published (READY, ERROR); w1, unwired, read the list (what the query would see).
+    for n in w1 w2 w3; do
+        listed=$(sim GET /_sim/requests | jq --argjson v "${VMID[$n]}" '[.[] | select(.vm_id == $v) |
+            select((.method == "GET" and .path == "/service") or (.method == "PUT" and (.body | test("type=2"))))] | length')
+        if [ "$n" = w1 ]; then
+            check "w1 (no wiring) read the role's list: GET /service" awk -v c="$listed" 'BEGIN { exit !(c >= 1) }'
+        else
+            check "$n read the controller's VM alone: no GET /service, no erase" eq "$listed" 0
+        fi
+    done
     wait_for 60 job_is "$job" RUNNING
     check "job $job runs on 3 nodes ($(ctl squeue -h -j "$job" -o '%N'))" eq "$(ctl squeue -h -j "$job" -o '%D')" 3
     timing "2: job submitted -> running on 2 new workers" "$(_bl_dt "$t0" "$(_bl_now)")"
