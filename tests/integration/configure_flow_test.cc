@@ -343,13 +343,8 @@ TEST_F(ConfigureFlowTest, ARoleChangeDisablesAndStopsTheOldRolesUnits) {
     size_t before = runner_.commands().size();
     ConfigureOutcome out = RunConfigure(request, sys);
     EXPECT_EQ(out.exit_code, kExitOk) << out.error;
-    std::vector<std::string> cmds;
-    for (size_t i = before; i < runner_.commands().size(); ++i) {
-      std::string line;
-      for (const auto& a : runner_.commands()[i].argv) line += (line.empty() ? "" : " ") + a;
-      cmds.push_back(line);
-    }
-    return cmds;
+    auto all = runner_.Argvs();
+    return std::vector<std::string>(all.begin() + before, all.end());
   };
   run("was");
   auto record = nlohmann::json::parse(ReadRoot(kRoleRecordFile));
@@ -393,13 +388,8 @@ TEST_F(ConfigureFlowTest, ARoleChangeThatFailsStillRetiresTheOldRole) {
     ConfigureOutcome out = RunConfigure(request, sys);
     EXPECT_EQ(out.exit_code, want_exit) << out.error;
     EXPECT_NE(out.error.find("failed after its units"), std::string::npos) << out.error;
-    std::vector<std::string> cmds;
-    for (size_t i = before; i < runner_.commands().size(); ++i) {
-      std::string line;
-      for (const auto& a : runner_.commands()[i].argv) line += (line.empty() ? "" : " ") + a;
-      cmds.push_back(line);
-    }
-    return cmds;
+    auto all = runner_.Argvs();
+    return std::vector<std::string>(all.begin() + before, all.end());
   };
   auto cmds = run("now", kExitFailed);
   auto has = [&](const std::string& c) {
@@ -444,13 +434,8 @@ TEST_F(ConfigureFlowTest, APartTurnedOffDisablesAndStopsOnlyItsUnits) {
     size_t before = runner_.commands().size();
     ConfigureOutcome out = RunConfigure(request, sys);
     EXPECT_EQ(out.exit_code, kExitOk) << out.error;
-    std::vector<std::string> cmds;
-    for (size_t i = before; i < runner_.commands().size(); ++i) {
-      std::string line;
-      for (const auto& a : runner_.commands()[i].argv) line += (line.empty() ? "" : " ") + a;
-      cmds.push_back(line);
-    }
-    return cmds;
+    auto all = runner_.Argvs();
+    return std::vector<std::string>(all.begin() + before, all.end());
   };
   units = {"slurmctld.service", "slurmdbd.service", "mariadb.service"};
   run();
