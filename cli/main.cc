@@ -186,7 +186,7 @@ int Main(int argc, char** argv) {
       app.add_subcommand("home-create",
                          "Open OnDemand portal: create USER's home from the skeleton at first "
                          "login, never following a link (run as root by the PUN pre-start hook)");
-  home_create->add_option("user", home_user, "The user");
+  home_create->add_option("USER", home_user, "The user");  // CLI11 2.4: not "user" (--user)
   home_create->add_option("--user", home_user_option,
                           "The user (the form Open OnDemand's pun_pre_hook_root_cmd passes)");
   home_create->add_option("--home-base", home_base, "Directory holding the homes")
