@@ -403,12 +403,8 @@ Result<elastic::Snapshot> BuildElasticSnapshot(const ServiceInfo& service, const
       w.not_responding = n.IsNotResponding();
       w.jobs = HasJobs(n) ? 1 : 0;
       w.reason = n.reason;
-      w.reason_age_seconds = Since(now, slurm::ParseSlurmTime(n.reason_time));
-      if (w.base_state == "IDLE") {
-        auto busy = n.fields.find("LastBusyTime");
-        w.idle_for_seconds =
-            busy == n.fields.end() ? 0 : Since(now, slurm::ParseSlurmTime(busy->second));
-      }
+      w.reason_age_seconds = Since(now, n.reason_since);
+      if (w.base_state == "IDLE") w.idle_for_seconds = Since(now, n.last_busy);
     } else if (auto last = state.last_registered.find(node.vm_id);
                last != state.last_registered.end()) {
       w.registered_before = true;

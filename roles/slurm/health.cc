@@ -183,9 +183,7 @@ Result<HealthReport> RunHealthCheck(const HealthOptions& options, ProcessRunner&
   report.checks.push_back(Mounts(options, files));
   report.checks.push_back(Disk(options, runner));
   std::string gres;
-  if (node && *node) {
-    if (auto it = (*node)->fields.find("Gres"); it != (*node)->fields.end()) gres = it->second;
-  }
+  if (node && *node) gres = (*node)->gres;
   report.checks.push_back(Gpus(options, runner, gres));
 
   for (const auto& c : report.checks) {

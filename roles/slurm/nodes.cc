@@ -3,6 +3,7 @@
 #include <cctype>
 #include <charconv>
 #include <ctime>
+#include <nlohmann/json.hpp>
 
 namespace onehpc::slurm {
 namespace {
@@ -169,11 +170,93 @@ Result<std::vector<SlurmNode>> ParseShowNodes(std::string_view output) {
     if (std::string full = get("Reason"); full.size() > node.reason.size()) {
       size_t at = full.find('@', node.reason.size());
       if (at != std::string::npos && full.back() == ']') {
-        node.reason_time = full.substr(at + 1, full.size() - at - 2);
+        node.reason_since = ParseSlurmTime(full.substr(at + 1, full.size() - at - 2));
       }
     }
+    node.last_busy = ParseSlurmTime(get("LastBusyTime"));
     node.features = get("AvailableFeatures");
+    node.gres = get("Gres");
     node.fields = std::move(fields);
+    nodes.push_back(std::move(node));
+  }
+  return nodes;
+}
+
+namespace {
+
+// A string, or an array of strings joined by `sep` (data_parser's lists: the state flags,
+// the features). Anything else is "".
+std::string JoinedStrings(const nlohmann::json& v, char sep) {
+  if (v.is_string()) return v.get<std::string>();
+  std::string out;
+  if (!v.is_array()) return out;
+  for (const auto& item : v) {
+    if (!item.is_string()) continue;
+    if (!out.empty()) out += sep;
+    out += item.get<std::string>();
+  }
+  return out;
+}
+
+// data_parser's time: {"set": true, "infinite": false, "number": SECONDS}, or a bare number
+// (older parsers). Unset, infinite or 0 (Slurm's "None") is nullopt.
+std::optional<long long> JsonTime(const nlohmann::json& v) {
+  const nlohmann::json* n = &v;
+  if (v.is_object()) {
+    if (!v.value("set", false) || v.value("infinite", false) || !v.contains("number")) {
+      return std::nullopt;
+    }
+    n = &v["number"];
+  }
+  if (!n->is_number_integer()) return std::nullopt;
+  long long t = n->get<long long>();
+  if (t <= 0) return std::nullopt;
+  return t;
+}
+
+std::string JsonString(const nlohmann::json& node, const char* key) {
+  auto it = node.find(key);
+  return it != node.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+}  // namespace
+
+Result<std::vector<SlurmNode>> ParseShowNodesJson(std::string_view output) {
+  auto doc = nlohmann::json::parse(output, nullptr, false);
+  if (doc.is_discarded() || !doc.is_object()) {
+    return Fail(ErrorKind::kInvalidInput, "scontrol --json show nodes printed no JSON object: '" +
+                                              std::string(Trim(output.substr(0, 120))) + "'");
+  }
+  if (auto errors = doc.find("errors");
+      errors != doc.end() && errors->is_array() && !errors->empty()) {
+    const auto& first = (*errors)[0];
+    std::string what = first.is_object() ? JsonString(first, "description") : std::string();
+    if (what.empty() && first.is_object()) what = JsonString(first, "error");
+    return Fail(ErrorKind::kProcess, "scontrol --json show nodes reported an error: " +
+                                         (what.empty() ? first.dump().substr(0, 200) : what));
+  }
+  auto list = doc.find("nodes");
+  if (list == doc.end() || !list->is_array()) {
+    return Fail(ErrorKind::kInvalidInput, "scontrol --json show nodes: no \"nodes\" array");
+  }
+  std::vector<SlurmNode> nodes;
+  for (const auto& item : *list) {
+    if (!item.is_object() || JsonString(item, "name").empty()) {
+      return Fail(ErrorKind::kInvalidInput, "scontrol --json show nodes: a node without a name: " +
+                                                item.dump().substr(0, 120));
+    }
+    SlurmNode node;
+    node.name = JsonString(item, "name");
+    node.addr = JsonString(item, "address");
+    node.hostname = JsonString(item, "hostname");
+    node.state = item.contains("state") ? JoinedStrings(item["state"], '+') : std::string();
+    node.reason = JsonString(item, "reason");
+    if (!node.reason.empty() && item.contains("reason_changed_at")) {
+      node.reason_since = JsonTime(item["reason_changed_at"]);
+    }
+    if (item.contains("last_busy")) node.last_busy = JsonTime(item["last_busy"]);
+    node.features = item.contains("features") ? JoinedStrings(item["features"], ',') : "";
+    node.gres = JsonString(item, "gres");
     nodes.push_back(std::move(node));
   }
   return nodes;

@@ -1,6 +1,6 @@
-// What Slurm 22.05 prints about nodes and jobs, parsed: `scontrol -o show nodes` (one line
-// per node, Key=Value words; scontrol has no --json before 23.02), `squeue -o "%i %N"` and
-// Slurm host lists ("n[1-3,7],gpu01").
+// What Slurm prints about nodes and jobs, parsed: `scontrol -o show nodes` (one line per node,
+// Key=Value words: Slurm 22.05, which has no --json), `scontrol --json show nodes` (23.02 and
+// later: Slurm 24.11 on Debian 13), `squeue -o "%i %N"` and Slurm host lists ("n[1-3,7],gpu01").
 #ifndef ONEHPC_ROLES_SLURM_NODES_H_
 #define ONEHPC_ROLES_SLURM_NODES_H_
 
@@ -14,16 +14,25 @@
 
 namespace onehpc::slurm {
 
-/// One node of `scontrol -o show nodes`.
+/// One node of `scontrol show nodes`, text or JSON.
 struct SlurmNode {
-  std::string name;         ///< NodeName
-  std::string addr;         ///< NodeAddr
-  std::string hostname;     ///< NodeHostName
-  std::string state;        ///< State as printed, e.g. "IDLE+DYNAMIC_NORM+NOT_RESPONDING"
-  std::string reason;       ///< Reason without Slurm's " [user@time]" suffix; "" if none
-  std::string reason_time;  ///< the time of that suffix (YYYY-MM-DDTHH:MM:SS); "" if none
-  std::string features;     ///< AvailableFeatures
-  /// Every Key=Value of the line (first occurrence wins; values may contain spaces).
+  std::string name;      ///< NodeName (JSON: name)
+  std::string addr;      ///< NodeAddr (address)
+  std::string hostname;  ///< NodeHostName (hostname)
+  /// State as the text prints it, e.g. "IDLE+DYNAMIC_NORM+NOT_RESPONDING" (JSON: the state
+  /// array joined by '+': the base state first, the same flags in another order, which
+  /// BaseState and HasFlag do not mind).
+  std::string state;
+  std::string reason;  ///< Reason without Slurm's " [user@time]" suffix; "" if none
+  /// When the reason was set (seconds since the epoch): the text's suffix time, JSON's
+  /// reason_changed_at; nullopt if none.
+  std::optional<long long> reason_since;
+  /// When the node last ran a job (LastBusyTime, JSON last_busy); nullopt if unknown.
+  std::optional<long long> last_busy;
+  std::string features;  ///< AvailableFeatures, comma-separated (JSON: features joined by ',')
+  std::string gres;      ///< Gres, e.g. "gpu:2" ("" or "(null)" when none)
+  /// Every Key=Value of a text line (first occurrence wins; values may contain spaces); empty
+  /// for a node read from JSON.
   std::map<std::string, std::string> fields;
 
   /// The base state: the part of State before the first '+', e.g. "IDLE", "DOWN", "MIXED".
@@ -38,6 +47,11 @@ struct SlurmNode {
 /// Parses `scontrol -o show nodes` / `scontrol -o show node X` output. "No nodes in the
 /// system" (and empty output) is an empty list. A line without NodeName= is an error.
 Result<std::vector<SlurmNode>> ParseShowNodes(std::string_view output);
+
+/// Parses `scontrol --json show nodes` / `scontrol --json show node X` (Slurm 23.02 and
+/// later): the same members as ParseShowNodes but fields. A document that is not JSON, has no
+/// "nodes" array or a node without a name is an error; so is a non-empty "errors" array.
+Result<std::vector<SlurmNode>> ParseShowNodesJson(std::string_view output);
 
 /// A time as Slurm prints it (YYYY-MM-DDTHH:MM:SS, slurmctld's local time) in seconds since
 /// the epoch; nullopt for "None", "Unknown", "" or anything else.

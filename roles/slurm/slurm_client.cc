@@ -51,7 +51,52 @@ Result<bool> SlurmClient::Ping() {
   return r->exit_code == 0 && r->out.find(" is UP") != std::string::npos;
 }
 
+Result<std::optional<std::vector<SlurmNode>>> SlurmClient::ShowJson(
+    const std::vector<std::string>& what, const std::string& name) {
+  using Maybe = std::optional<std::vector<SlurmNode>>;
+  if (!options_.json || json_ == false) return Maybe();
+  std::vector<std::string> argv = {options_.scontrol, "--json", "show"};
+  argv.insert(argv.end(), what.begin(), what.end());
+  auto r = Run(argv);
+  if (!r) return Fail(r.error());
+  if (r->exit_code != 0) {
+    if (!json_ && Mentions(*r, "unrecognized option")) {
+      log::Info("scontrol has no --json (Slurm before 23.02): reading its text output");
+      json_ = false;
+      return Maybe();
+    }
+    if (!json_ && Mentions(*r, "data_parser")) {
+      log::Warn(
+          "scontrol --json needs a data_parser plugin that is not there ({}): reading its "
+          "text output",
+          ProcessText(*r));
+      json_ = false;
+      return Maybe();
+    }
+    if (!name.empty() && Mentions(*r, "Node " + name + " not found")) {
+      return Maybe(std::vector<SlurmNode>());
+    }
+    // slurmctld down and the like (24.11 prints no document then, only the error): asking
+    // again for text would only wait as long a second time.
+    return Fail(ErrorKind::kProcess, log::QuoteArgv(argv) + " failed (exit " +
+                                         std::to_string(r->exit_code) + "): " + ProcessText(*r));
+  }
+  auto nodes = ParseShowNodesJson(r->out);
+  if (!nodes) {
+    if (json_) return Fail(nodes.error());
+    log::Warn("{}: {}; reading scontrol's text output", log::QuoteArgv(argv),
+              nodes.error().message);
+    json_ = false;
+    return Maybe();
+  }
+  json_ = true;
+  return Maybe(std::move(*nodes));
+}
+
 Result<std::vector<SlurmNode>> SlurmClient::ShowNodes() {
+  auto json = ShowJson({"nodes"}, "");
+  if (!json) return Fail(json.error());
+  if (*json) return std::move(**json);
   auto r = Run({options_.scontrol, "-o", "show", "nodes"});
   if (!r) return Fail(r.error());
   if (r->exit_code != 0) {
@@ -64,6 +109,14 @@ Result<std::vector<SlurmNode>> SlurmClient::ShowNodes() {
 Result<std::optional<SlurmNode>> SlurmClient::ShowNode(const std::string& name) {
   if (!IsValidNodeName(name)) {
     return Fail(ErrorKind::kInvalidInput, "refusing Slurm node name '" + name + "'");
+  }
+  auto json = ShowJson({"node", name}, name);
+  if (!json) return Fail(json.error());
+  if (*json) {
+    for (auto& n : **json) {
+      if (n.name == name) return std::optional<SlurmNode>(std::move(n));
+    }
+    return std::optional<SlurmNode>();
   }
   auto r = Run({options_.scontrol, "-o", "show", "node", name});
   if (!r) return Fail(r.error());

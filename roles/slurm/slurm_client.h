@@ -1,7 +1,18 @@
 // The Slurm client calls one-hpc makes, with a timeout on each and the semantics learned on
-// Slurm 22.05 (tested against it in tests/integration/slurm_real_test.cc): one node per delete,
-// "Invalid node name specified" means the node is already gone, and exit codes are not
-// trusted alone — callers that must know verify with ShowNode (or the next ShowNodes).
+// Slurm 22.05 (tested against it in tests/integration/slurm_real_test.cc) and 24.11 (the VM
+// smoke on Debian 13): one node per delete, "Invalid node name specified" means the node is
+// already gone, and exit codes are not trusted alone — callers that must know verify with
+// ShowNode (or the next ShowNodes).
+//
+// Nodes are read as JSON where scontrol has it (`scontrol --json`, Slurm 23.02 and later): a
+// reason or an OS string with "Key=" in it cannot split a node's record there. The first
+// listing of a client asks for JSON; Slurm 22.05 answers "unrecognized option '--json'" (the
+// one process more it costs per client) and the client reads the text from then on, as it
+// does when the JSON plugin is missing or its document cannot be read (logged). Any other
+// failure (slurmctld down) is returned as it is. A client that got JSON once keeps asking for
+// it. The jobs
+// are read with squeue's format strings on every version (a few columns per job, where
+// `squeue --json` prints about a hundred fields per job).
 #ifndef ONEHPC_ROLES_SLURM_SLURM_CLIENT_H_
 #define ONEHPC_ROLES_SLURM_SLURM_CLIENT_H_
 
@@ -25,6 +36,8 @@ struct SlurmClientOptions {
   std::string scontrol = "scontrol";
   std::string squeue = "squeue";
   std::string sinfo = "sinfo";
+  /// Ask scontrol for JSON first (false: the text only).
+  bool json = true;
 };
 
 /// What a state change or delete found.
@@ -43,9 +56,10 @@ class SlurmClient {
 
   /// `scontrol ping`: true when the primary controller answers "is UP".
   Result<bool> Ping();
-  /// `scontrol -o show nodes`.
+  /// `scontrol --json show nodes`, or `scontrol -o show nodes` (see above).
   Result<std::vector<SlurmNode>> ShowNodes();
-  /// `scontrol -o show node NAME`; nullopt when Slurm says "Node NAME not found".
+  /// `scontrol --json show node NAME` or `scontrol -o show node NAME`; nullopt when Slurm
+  /// says "Node NAME not found".
   Result<std::optional<SlurmNode>> ShowNode(const std::string& name);
   /// `squeue -h -a -t RUNNING,SUSPENDED,COMPLETING -o "%i %N"`: node → ids of the jobs that
   /// still hold it.
@@ -74,15 +88,23 @@ class SlurmClient {
 
   /// Processes started so far.
   int calls() const { return calls_; }
+  /// Whether this client reads nodes as JSON: nullopt until its first listing.
+  std::optional<bool> reads_json() const { return json_; }
   const SlurmClientOptions& options() const { return options_; }
 
  private:
   Result<ProcessResult> Run(std::vector<std::string> argv);
   Result<NodeChange> Change(const std::string& name, std::vector<std::string> argv,
                             const std::string& what);
+  /// `scontrol --json show ARGS...` while JSON is possible: the nodes, or nullopt when this
+  /// scontrol has no usable JSON (the client then reads text), or scontrol's error. `name`:
+  /// a single node's "not found" is an empty list.
+  Result<std::optional<std::vector<SlurmNode>>> ShowJson(const std::vector<std::string>& what,
+                                                         const std::string& name);
   ProcessRunner& runner_;
   SlurmClientOptions options_;
   int calls_ = 0;
+  std::optional<bool> json_;
 };
 
 }  // namespace onehpc::slurm

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "roles/os/files.h"
 #include "roles/os/systemd.h"
 #include "roles/role.h"
+#include "roles/slurm/nodes.h"
 #include "tests/fakes/block_devices.h"
 #include "tests/fakes/clock.h"
 #include "tests/fakes/http.h"
@@ -126,8 +128,11 @@ class FakeMachine {
   }
 };
 
-/// A slurmctld seen through scontrol/squeue, with state, answering like Slurm 22.05 did in
-/// the lab (messages, exit codes, busy deletes).
+/// A slurmctld seen through scontrol/squeue, with state, answering like Slurm did in the lab
+/// (messages, exit codes, busy deletes): scontrol lists nodes as Slurm 24.11 does with --json
+/// (the members one-hpc reads, shaped as in tests/data/slurm/scontrol-24.11-show-nodes.json,
+/// which FakeSlurmTest compares them with), or, with `json = false`, as Slurm 22.05 does: no
+/// --json, `-o` lines.
 class FakeSlurm {
  public:
   struct Node {
@@ -154,6 +159,7 @@ class FakeSlurm {
   std::vector<Pending> pending;
   bool delete_lies = false;      ///< delete answers rc 0 but keeps the node
   bool down = false;             ///< slurmctld does not answer
+  bool json = true;              ///< scontrol --json (24.11); false: unrecognized (22.05)
   std::vector<std::string> log;  ///< changes applied: "delete n1", "update n1 state=DRAIN ..."
 
   std::string State(const Node& n) const {
@@ -170,11 +176,56 @@ class FakeSlurm {
     if (!n.reason.empty()) line += " Reason=" + n.reason + " [root@" + n.reason_time + "]";
     return line + "\n";
   }
+  /// One node as `scontrol --json show nodes` prints it (the members one-hpc reads).
+  nlohmann::json JsonNode(const std::string& name, const Node& n) const {
+    auto time = [](long long t) {
+      return nlohmann::json{{"set", true}, {"infinite", false}, {"number", t}};
+    };
+    nlohmann::json state = nlohmann::json::array({n.base});
+    if (n.drain) state.push_back("DRAIN");
+    if (n.not_responding) state.push_back("NOT_RESPONDING");
+    state.push_back("DYNAMIC_NORM");
+    return {{"name", name},
+            {"address", n.addr},
+            {"hostname", name},
+            {"state", state},
+            {"reason", n.reason},
+            {"reason_changed_at",
+             time(n.reason.empty() ? 0 : slurm::ParseSlurmTime(n.reason_time).value_or(0))},
+            {"last_busy", time(slurm::ParseSlurmTime(n.last_busy).value_or(0))},
+            {"features", nlohmann::json::array({"one"})},
+            {"gres", ""},
+            {"operating_system", "Linux 6.12.0 #1 SMP PREEMPT_DYNAMIC Debian"}};
+  }
+  std::string JsonNodes(const std::vector<std::string>& names) const {
+    nlohmann::json list = nlohmann::json::array();
+    for (const auto& name : names) {
+      if (auto it = nodes.find(name); it != nodes.end()) list.push_back(JsonNode(name, it->second));
+    }
+    return nlohmann::json{
+        {"nodes", list}, {"errors", nlohmann::json::array()}, {"warnings", nlohmann::json::array()}}
+        .dump(2);
+  }
   void Install(FakeProcessRunner& runner) {
     auto unreachable = [] {
       return Exit(1, "",
                   "slurm_load_node error: Unable to contact slurm controller (connect failure)\n");
     };
+    runner.On({"scontrol", "--json"}, [this, unreachable](const Command& c) {
+      if (!json) {  // Slurm 22.05
+        return Exit(1, "",
+                    "scontrol: unrecognized option '--json'\nTry \"scontrol --help\" for more "
+                    "information\n");
+      }
+      if (down) return unreachable();  // 24.11 prints no document then: the same stderr
+      std::vector<std::string> names;
+      if (c.argv.size() >= 5 && c.argv[3] == "node") {
+        names.push_back(c.argv[4]);  // not found: "nodes": [] and exit 0, as 24.11 does
+      } else {
+        for (const auto& [name, n] : nodes) names.push_back(name);
+      }
+      return Exit(0, JsonNodes(names));
+    });
     runner.On({"scontrol", "-o", "show", "nodes"}, [this, unreachable](const Command&) {
       if (down) return unreachable();
       std::string out;

@@ -130,7 +130,7 @@ TEST_F(StatusTest, AControllerShowsItsUnitsAndTheReconcilersTableWithOneOneGateR
                               "last run Wed 2026-12-02 10:29:00 UTC, next run Wed 2026-12-02 "
                               "10:30:00 UTC\n"));
   EXPECT_THAT(text, HasSubstr("NODE  STATE"));
-  EXPECT_THAT(text, HasSubstr("w2    DOWN+DYNAMIC_NORM+NOT_RESPONDING  -"));
+  EXPECT_THAT(text, HasSubstr("w2    DOWN+NOT_RESPONDING+DYNAMIC_NORM  -"));
   EXPECT_THAT(text, HasSubstr("delete: "));
   EXPECT_THAT(text, HasSubstr("cost: 1 OneGate request, 2 Slurm calls\n"));
   EXPECT_THAT(text, Not(HasSubstr("FAILED")));

@@ -155,7 +155,8 @@ TEST_F(ElasticCycleTest, ANodeThatGotAJobBetweenTheReadAndTheTerminateKeepsItsVm
   slurm_.nodes["w2"].drain = true;
   slurm_.nodes["w2"].reason = elastic::kElasticIdleReason;
   // The cycle's first read shows w2 IDLE+DRAIN; the read right before the terminate shows a
-  // job on it (a drain that came after the scheduler placed it).
+  // job on it (a drain that came after the scheduler placed it). Slurm 22.05's text here.
+  slurm_.json = false;
   machine_.runner.On({"scontrol", "-o", "show", "node", "w2"}, [](const Command&) {
     return fakes::Exit(0,
                        "NodeName=w2 State=MIXED+DRAIN+DYNAMIC_NORM Reason=one-hpc elastic: "

@@ -92,7 +92,8 @@ TEST_F(HealthTest, MungeDiskAndGpuFailuresAreNamed) {
   m_.runner.On({"stat", "-f"}, Exit(0, "1000 30\n"));
   EXPECT_EQ(Run().DrainReason(), "one-hpc health: disk: / is 97% full (limit 95%)");
   m_.runner.On({"stat", "-f"}, Exit(0, "1000 900\n"));
-  // A node with GPUs whose driver does not answer.
+  // A node with GPUs whose driver does not answer (Slurm 22.05's text).
+  slurm_.json = false;
   m_.runner.On({"scontrol", "-o", "show", "node"}, [](const Command&) {
     return Exit(0, "NodeName=w1 Gres=gpu:2 State=IDLE+DYNAMIC_NORM\n");
   });

@@ -1,8 +1,13 @@
-// Parsing what Slurm 22.05 prints (samples captured from the real lab), host lists, node
-// names and strict base64.
+// Parsing what Slurm prints (samples captured from the real lab: 22.05's text, 24.11's JSON),
+// host lists, node names and strict base64.
 #include "roles/slurm/nodes.h"
 
 #include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include "common/base64.h"
 
@@ -89,6 +94,84 @@ TEST(ParseShowNodesTest, ReasonCannotFakeTheState) {
   ASSERT_EQ(nodes->size(), 1u);
   EXPECT_EQ((*nodes)[0].name, "x");
   EXPECT_TRUE((*nodes)[0].IsDown());
+}
+
+// ---- Slurm 24.11's JSON (`scontrol --json show nodes`) ------------------------------------
+
+std::string SourceDir() {
+  if (const char* dir = std::getenv("ONEHPC_SOURCE_DIR"); dir && *dir) return dir;
+  return std::filesystem::path(__FILE__)
+      .parent_path()
+      .parent_path()
+      .parent_path()
+      .parent_path()
+      .string();
+}
+
+std::string Sample(const std::string& name) {
+  std::ifstream in(SourceDir() + "/tests/data/slurm/" + name, std::ios::binary);
+  EXPECT_TRUE(in.good()) << name;
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// Captured in the VM smoke on Debian 13 (Slurm 24.11.5, data_parser v0.0.42): one idle worker,
+// one the reconciler drained while its job ran and its VM was gone.
+TEST(ParseShowNodesJsonTest, RealOutputOf2411) {
+  auto nodes = ParseShowNodesJson(Sample("scontrol-24.11-show-nodes.json"));
+  ASSERT_TRUE(nodes) << nodes.error().message;
+  ASSERT_EQ(nodes->size(), 2u);
+  const SlurmNode& idle = (*nodes)[0];
+  EXPECT_EQ(idle.name, "slurm-one-worker-101");
+  EXPECT_EQ(idle.addr, "10.79.0.12");
+  EXPECT_EQ(idle.hostname, "slurm-one-worker-101");
+  EXPECT_EQ(idle.state, "IDLE+DYNAMIC_NORM");
+  EXPECT_EQ(idle.BaseState(), "IDLE");
+  EXPECT_FALSE(idle.IsDrain());
+  EXPECT_EQ(idle.reason, "");
+  EXPECT_FALSE(idle.reason_since);  // reason_changed_at 0: none
+  EXPECT_EQ(idle.last_busy, 1796616163);
+  EXPECT_EQ(idle.features, "one");
+  EXPECT_EQ(idle.gres, "");
+  EXPECT_TRUE(idle.fields.empty());
+  const SlurmNode& drained = (*nodes)[1];
+  EXPECT_EQ(drained.BaseState(), "MIXED");
+  EXPECT_TRUE(drained.IsDrain());
+  EXPECT_TRUE(drained.IsNotResponding());
+  EXPECT_FALSE(drained.IsDown());
+  EXPECT_EQ(drained.reason, "removed from OneFlow service");
+  EXPECT_EQ(drained.reason_since, 1796616250);
+}
+
+// 24.11 answers a name it does not know with an empty list, exit 0 and a warning.
+TEST(ParseShowNodesJsonTest, NotFoundIsAnEmptyList) {
+  auto nodes = ParseShowNodesJson(Sample("scontrol-24.11-show-node-not-found.json"));
+  ASSERT_TRUE(nodes) << nodes.error().message;
+  EXPECT_TRUE(nodes->empty());
+}
+
+TEST(ParseShowNodesJsonTest, ReasonCannotFakeTheStateOrAField) {
+  auto nodes = ParseShowNodesJson(
+      R"({"nodes": [{"name": "n1", "state": ["DOWN", "DYNAMIC_NORM"],
+                     "reason": "x State=IDLE NodeAddr=6.6.6.6",
+                     "reason_changed_at": {"set": true, "infinite": false, "number": 1700000000},
+                     "address": "10.0.0.5"}], "errors": []})");
+  ASSERT_TRUE(nodes) << nodes.error().message;
+  EXPECT_EQ((*nodes)[0].BaseState(), "DOWN");
+  EXPECT_EQ((*nodes)[0].addr, "10.0.0.5");
+  EXPECT_EQ((*nodes)[0].reason, "x State=IDLE NodeAddr=6.6.6.6");
+  EXPECT_EQ((*nodes)[0].reason_since, 1700000000);
+}
+
+TEST(ParseShowNodesJsonTest, WhatIsNotANodeListIsAnError) {
+  EXPECT_FALSE(ParseShowNodesJson(""));
+  EXPECT_FALSE(ParseShowNodesJson("NodeName=n1 State=IDLE"));
+  EXPECT_FALSE(ParseShowNodesJson("[]"));
+  EXPECT_FALSE(ParseShowNodesJson(R"({"errors": []})"));
+  EXPECT_FALSE(ParseShowNodesJson(R"({"nodes": [{"state": ["IDLE"]}]})"));
+  auto err = ParseShowNodesJson(
+      R"({"nodes": [], "errors": [{"description": "Unable to contact slurm controller"}]})");
+  ASSERT_FALSE(err);
+  EXPECT_NE(err.error().message.find("Unable to contact slurm controller"), std::string::npos);
 }
 
 TEST(ExpandHostlistTest, Forms) {

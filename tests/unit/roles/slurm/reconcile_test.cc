@@ -97,7 +97,7 @@ TEST_F(ReconcileTest, UnpublishedDownOrNotRespondingIsDeleted) {
   EXPECT_EQ(slurm_.nodes.size(), 1u);
   EXPECT_TRUE(
       logs.Contains("reconcile: delete gone-down: no VM of the service publishes it "
-                    "and State=DOWN+DYNAMIC_NORM+NOT_RESPONDING and no job holds it"));
+                    "and State=DOWN+NOT_RESPONDING+DYNAMIC_NORM and no job holds it"));
   // Cost: one OneGate request; show nodes + squeue + one delete per node + one verify.
   EXPECT_EQ(r->onegate_requests, 1);
   EXPECT_EQ(sim_.Requests().size(), 1u);

@@ -45,7 +45,7 @@ TEST_F(SelfDrainTest, DownDeleteThenStopSlurmd) {
             (std::vector<std::string>{"scontrol update nodename=slurm-one-worker-7 state=DOWN "
                                       "'reason=one-hpc self-drain: VM shutting down'",
                                       "scontrol delete nodename=slurm-one-worker-7",
-                                      "scontrol -o show node slurm-one-worker-7",
+                                      "scontrol --json show node slurm-one-worker-7",
                                       "systemctl --no-block stop slurmd.service"}));
   EXPECT_TRUE(slurm_.nodes.empty());
   EXPECT_EQ(m_.active.count("slurmd.service"), 0u);
@@ -68,7 +68,7 @@ TEST_F(SelfDrainTest, AnotherVmsNodeUnderTheSameNameIsLeftAlone) {
   EXPECT_EQ(SelfDrainExitCode(r), 0);
   EXPECT_EQ(slurm_.nodes.count("slurm-one-worker-7"), 1u);  // neither DOWN nor deleted
   EXPECT_EQ(m_.runner.Argvs(),
-            (std::vector<std::string>{"scontrol -o show node slurm-one-worker-7",
+            (std::vector<std::string>{"scontrol --json show node slurm-one-worker-7",
                                       "systemctl --no-block stop slurmd.service"}));
   EXPECT_TRUE(logs.Contains("registered from 10.0.0.8, no address of this VM"));
   // Registered from one of ours: removed as usual.
