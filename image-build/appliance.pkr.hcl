@@ -1,5 +1,5 @@
 # one-hpc appliance images (Packer HCL2, Debian's packer 1.6.6 and later), in the style of the
-# OpenNebula one-apps builds: a QEMU source boots the Debian 12 base image
+# OpenNebula one-apps builds: a QEMU source boots the Debian base image
 # (make-base-image.sh) with a build-time CONTEXT CD-ROM that carries root's SSH key for this
 # build; the provisioners copy the project's .deb and run install-appliance.sh, the same
 # install steps the test lab uses; the disk is trimmed and written compressed.
@@ -70,7 +70,7 @@ variable "nodejs_key_fingerprint" {
 
 variable "base_image" {
   type        = string
-  description = "The Debian 12 base qcow2 made by make-base-image.sh."
+  description = "The Debian 12 or 13 base qcow2 made by make-base-image.sh."
 }
 
 variable "base_image_checksum" {

@@ -1,5 +1,5 @@
 #!/bin/sh
-# install-appliance.sh - the install steps of the one-hpc appliance image (Debian 12).
+# install-appliance.sh - the install steps of the one-hpc appliance image (Debian 12 or 13).
 #
 # The Packer build runs this inside the image, and the test lab runs it inside its rootfs
 # layer, so the lab boots what the image ships. Run as root on the target system itself

@@ -41,6 +41,33 @@ mirror_for() {
     printf '%s\n' "$m"
 }
 
+# debian_mirror SUITE: mirror_for SUITE, or, when the host's sources do not name SUITE (a
+# Debian 12 host building a Debian 13 image), the URI of the host's own release: the same
+# archive serves both (SUITE-security from the host's security source).
+debian_mirror() {
+    local suite=$1 m own
+    m=$(mirror_for "$suite")
+    if [ -z "$m" ]; then
+        own=$(. /etc/os-release 2>/dev/null && printf '%s\n' "${VERSION_CODENAME:-}")
+        if [ -n "$own" ]; then
+            case $suite in
+                *-security) m=$(mirror_for "$own-security");;
+                *) m=$(mirror_for "$own");;
+            esac
+        fi
+    fi
+    printf '%s\n' "$m"
+}
+
+# debian_release SUITE: the release number of a Debian suite (bookworm 12, trixie 13), empty
+# for one this project does not build.
+debian_release() {
+    case $1 in
+        bookworm) echo 12;;
+        trixie) echo 13;;
+    esac
+}
+
 # kvm_usable: true when /dev/kvm can be opened for reading and writing (qemu -accel kvm).
 kvm_usable() {
     [ -c /dev/kvm ] || return 1

@@ -1,5 +1,5 @@
 #!/bin/bash
-# make-base-image.sh - builds the Debian 12 base image that the Packer template boots
+# make-base-image.sh - builds the Debian 12 or 13 base image that the Packer template boots
 # (vendor cloud images cannot be downloaded here): a partitioned qcow2 with a kernel, extlinux,
 # an fstab by UUID, a serial console, systemd-networkd (DHCP unless the CONTEXT CD says
 # otherwise), OpenSSH and context-lite (root's SSH keys and static network from the OpenNebula
@@ -8,9 +8,9 @@
 #
 # Usage: make-base-image.sh [--output FILE] [--size SIZE] [--suite SUITE] [--mirror URL]
 #                           [--cache DIR] [--fresh]
-#   --output FILE   the qcow2 to write (default: ./debian-12-base.qcow2)
+#   --output FILE   the qcow2 to write (default: ./debian-<release>-base.qcow2)
 #   --size SIZE     virtual disk size (default 8G)
-#   --suite SUITE   Debian suite (default bookworm)
+#   --suite SUITE   Debian suite: bookworm (12, the default) or trixie (13)
 #   --mirror URL    Debian mirror (default: the host's apt source for SUITE)
 #   --cache DIR     where the bootstrap tarball is kept between runs
 #                   (default: $ONEHPC_IMAGE_CACHE or /var/cache/one-hpc-image)
@@ -30,7 +30,7 @@ PACKAGES="systemd-sysv,udev,kmod,dbus,linux-image-amd64,initramfs-tools,openssh-
 systemd-resolved,systemd-timesyncd,iproute2,iputils-ping,netbase,ca-certificates,e2fsprogs,\
 procps,less"
 
-output=$PWD/debian-12-base.qcow2
+output=""
 size=8G
 suite=bookworm
 mirror=""
@@ -73,11 +73,14 @@ MBR=/usr/lib/EXTLINUX/mbr.bin
 [ -f "$MBR" ] || die "$MBR not found (apt-get install extlinux syslinux-common)"
 case $size in *[!0-9KMGT]*|"") die "--size $size: expected a size such as 8G";; esac
 
+release=$(debian_release "$suite")
+[ -n "$release" ] || die "--suite $suite: expected bookworm (Debian 12) or trixie (Debian 13)"
+output=${output:-$PWD/debian-$release-base.qcow2}
 if [ -z "$mirror" ]; then
-    mirror=$(mirror_for "$suite")
+    mirror=$(debian_mirror "$suite")
     [ -n "$mirror" ] || die "no apt source for suite $suite on this host; pass --mirror URL"
 fi
-security=$(mirror_for "$suite-security")
+security=$(debian_mirror "$suite-security")
 case $output in /*) ;; *) output=$PWD/$output;; esac
 mkdir -p "$(dirname "$output")" "$cache"
 

@@ -4,13 +4,17 @@
 # hardening of the binary, the debug symbols in one-hpc-dbgsym, and the manual page against
 # the program's own help. Its maintainer scripts run for real in the lab
 # (tests/lab/lab_package_order_test.sh: both install orders with one-context, remove, purge).
+# ONEHPC_PACKAGE_DEB=FILE checks that package (and the -dbgsym .ddeb beside it) instead of
+# one made from the build: the VM smoke checks so the package built for Debian 13
+# (image-build/build-deb.sh), with the host's lintian.
 set -uo pipefail
-BUILD=${ONEHPC_BINARY_DIR:?}
 SRC=${ONEHPC_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+given=${ONEHPC_PACKAGE_DEB:-}
+[ -n "$given" ] || BUILD=${ONEHPC_BINARY_DIR:?}
 command -v dpkg-deb >/dev/null || { echo "no dpkg-deb: skipped"; exit 77; }
 # The package is made from the normal build (`make package`); a sanitizer build (build-asan,
 # where `make test` runs the integration label again) has no hardening flags by design.
-if grep -Eq '^ONEHPC_SANITIZE:[A-Z]+=.+' "$BUILD/CMakeCache.txt" 2>/dev/null; then
+if [ -z "$given" ] && grep -Eq '^ONEHPC_SANITIZE:[A-Z]+=.+' "$BUILD/CMakeCache.txt" 2>/dev/null; then
   echo "a sanitizer build ($BUILD): the package is checked on the normal build; skipped"; exit 77
 fi
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
@@ -18,7 +22,11 @@ passes=0 fails=0
 ok() { passes=$((passes+1)); }
 bad() { fails=$((fails+1)); echo "FAIL $*"; }
 
-(cd "$BUILD" && cpack -G DEB -B "$tmp/pkg" >"$tmp/cpack.log" 2>&1) || { cat "$tmp/cpack.log"; echo "0 passed, 1 failed"; exit 1; }
+if [ -n "$given" ]; then
+  mkdir -p "$tmp/pkg" && cp "$given" "$(dirname "$given")"/one-hpc-dbgsym_*.ddeb "$tmp/pkg/" 2>/dev/null
+else
+  (cd "$BUILD" && cpack -G DEB -B "$tmp/pkg" >"$tmp/cpack.log" 2>&1) || { cat "$tmp/cpack.log"; echo "0 passed, 1 failed"; exit 1; }
+fi
 deb=$(find "$tmp/pkg" -maxdepth 1 -name "one-hpc_*.deb" | head -1)
 if [ -n "$deb" ]; then ok; else bad "no .deb produced"; echo "0 passed, 1 failed"; exit 1; fi
 dpkg-deb -c "$deb" >"$tmp/contents"

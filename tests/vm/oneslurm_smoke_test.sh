@@ -1,7 +1,8 @@
 #!/bin/bash
 # VM smoke of the OneSlurm appliance image on real VMs (qemu; KVM or TCG emulation):
-#   1. the .deb, the Debian 12 base image and the OneSlurm image built by Packer (both cached
-#      while nothing that goes into them changes);
+#   1. the .deb built for Debian 13 in its build root, the Debian 13 base image and the
+#      OneSlurm image (Slurm 24.11) built by Packer (cached while nothing that goes into
+#      them changes; ONEHPC_VM_SUITE=bookworm: Debian 12 and Slurm 22.05);
 #   2. a private network namespace with a bridge on 10.79.0.0/24 (the only addresses used),
 #      one tap per VM, and the OneGate simulator on 10.79.0.1:5030 (operator API on);
 #   3. a controller VM and then 2 worker VMs, each booted by qemu from its own copy-on-write

@@ -27,7 +27,7 @@
 # network namespace with its bridge and taps, the work directory (consoles and logs are copied
 # to $ONEHPC_BINARY_DIR/<test>-logs first). Nothing it did not start is touched.
 #
-# Use:  . vm_lib.sh; vm_begin NAME; [VM_OOD_STANDIN=yes;] vm_lab APPLIANCE 10.79.N (or its steps: vm_deb;
+# Use:  . vm_lib.sh; vm_begin NAME; [VM_OOD_STANDIN=yes;] vm_lab APPLIANCE 10.79.N (or its steps: vm_suite; vm_deb;
 #       vm_base_image; vm_pick_accel; vm_image; vm_net_up; vm_service); vm_new ...; vm_boot ...;
 #       vm_wait_ready ...;
 #       pass/fail ...; vm_result KEY VALUE; vm_report.
@@ -167,10 +167,32 @@ wait_until() {
     waited=$(( $(date +%s) - t0 ))
 }
 
-# vm_deb: the one-hpc .deb ($ONEHPC_DEB, or built in the binary directory) into $deb.
+# vm_suite APPLIANCE: the Debian suite its image is built on, into $suite and $release:
+# OneSlurm on Debian 13 (trixie, Slurm 24.11), Open OnDemand on Debian 12 (bookworm: the
+# release OSC publishes Open OnDemand for). ONEHPC_VM_SUITE=bookworm|trixie chooses for OneSlurm.
+suite="" release=""
+vm_suite() {
+    if [ "$1" = oneslurm ]; then suite=${ONEHPC_VM_SUITE:-trixie}; else suite=bookworm; fi
+    release=$(debian_release "$suite")
+    if [ -z "$release" ] || { [ "$1" != oneslurm ] && [ -n "${ONEHPC_VM_SUITE:-}" ]; }; then
+        echo "FAIL ONEHPC_VM_SUITE='${ONEHPC_VM_SUITE:-}': bookworm or trixie, for the oneslurm appliance only"; exit 1
+    fi
+}
+
+# vm_deb: the one-hpc .deb ($ONEHPC_DEB, or built in the binary directory) into $deb. For
+# another release than the host's ($suite, vm_suite), built against that release's libraries
+# by image-build/build-deb.sh (its build root and compiler cache in the image cache).
 vm_deb() {
+    local host
+    host=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
     if [ -n "${ONEHPC_DEB:-}" ]; then
         deb=$ONEHPC_DEB
+    elif [ "$suite" != "$host" ]; then
+        log "building the .deb for Debian $release ($suite) in its build root"
+        rm -rf "$VM_BIN_DIR/deb-$suite"
+        bash "$VM_SRC/image-build/build-deb.sh" --suite "$suite" --source "$VM_SRC" \
+            --output "$VM_BIN_DIR/deb-$suite" --cache "$vm_cache" --jobs 2 >"$work/deb.log" 2>&1
+        deb=$(find "$VM_BIN_DIR/deb-$suite" -maxdepth 1 -name 'one-hpc_*.deb' 2>/dev/null | head -n1)
     else
         log "building the .deb in $VM_BIN_DIR"
         cmake --build "$VM_BIN_DIR" --target one-hpc onegate-sim update-ood-portal-standin -j2 >"$work/deb.log" 2>&1 &&
@@ -180,6 +202,16 @@ vm_deb() {
     fi
     if [ -f "$deb" ]; then pass "the one-hpc .deb ($deb)"; else
         fail "the one-hpc .deb" "$(tail -n 20 "$work/deb.log" 2>/dev/null)"; vm_abort
+    fi
+    # A package built here for another release: the checks of the host's package (contents,
+    # dependencies, hardening, debug symbols, manual page, lintian) on it too.
+    if [ -z "${ONEHPC_DEB:-}" ] && [ "$suite" != "$host" ]; then
+        if ONEHPC_PACKAGE_DEB=$deb ONEHPC_SOURCE_DIR=$VM_SRC bash "$VM_SRC/tests/integration/package_test.sh" \
+               >"$work/package-check.log" 2>&1; then
+            pass "the Debian $release package's checks (package_test.sh, host lintian): $(tail -n1 "$work/package-check.log")"
+        else
+            fail "the Debian $release package's checks (package_test.sh)" "$(tail -n 20 "$work/package-check.log")"
+        fi
     fi
     # This test's own copy: a test running beside it may run cpack again meanwhile.
     cp "$deb" "$work/$(basename "$deb")" && deb=$work/$(basename "$deb")
@@ -191,18 +223,33 @@ vm_deb() {
 
 vm_cache=${ONEHPC_IMAGE_CACHE:-/var/cache/one-hpc-image}
 
-# vm_base_image: the Debian 12 base image, built once per change of its scripts, into $base.
+# vm_deb_build_root: for another release than the host's, the build root vm_deb builds the
+# .deb in (build-deb.sh --bootstrap-only: the cached tarball), made ahead of the compile.
+vm_deb_build_root() {
+    local host
+    host=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
+    [ "$suite" != "$host" ] || return 0
+    if bash "$VM_SRC/image-build/build-deb.sh" --suite "$suite" --bootstrap-only --cache "$vm_cache" \
+           >"$work/build-root.log" 2>&1; then
+        pass "the Debian $release build root ($(tail -n1 "$work/build-root.log"))"
+    else
+        fail "the Debian $release build root (build-deb.sh --bootstrap-only)" "$(tail -n 20 "$work/build-root.log")"
+    fi
+}
+
+# vm_base_image: the base image of $suite (vm_suite), built once per change of its scripts,
+# into $base.
 vm_base_image() {
     local stamp t0
     mkdir -p "$vm_cache"
-    base=$vm_cache/debian-12-base.qcow2
-    stamp=$(cat "$VM_SRC/image-build/make-base-image.sh" "$VM_SRC/image-build/lib.sh" \
-                "$VM_SRC"/image-build/base/* | sha256sum | cut -c1-16)
+    base=$vm_cache/debian-$release-base.qcow2
+    stamp=$({ echo "$suite"; cat "$VM_SRC/image-build/make-base-image.sh" "$VM_SRC/image-build/lib.sh" \
+                "$VM_SRC"/image-build/base/*; } | sha256sum | cut -c1-16)
     base_seconds=cached
     if [ ! -s "$base" ] || [ "$(cat "$base.stamp" 2>/dev/null)" != "$stamp" ]; then
         log "building the base image"
         t0=$(date +%s)
-        if bash "$VM_SRC/image-build/make-base-image.sh" --output "$base" --cache "$vm_cache" \
+        if bash "$VM_SRC/image-build/make-base-image.sh" --suite "$suite" --output "$base" --cache "$vm_cache" \
                >"$work/base.log" 2>&1; then
             echo "$stamp" > "$base.stamp"
             base_seconds=$(( $(date +%s) - t0 ))
@@ -287,10 +334,12 @@ vm_image_inputs() {
     fi
 }
 
-# The name of what vm_image builds, in the cache and the results: the appliance, or
-# open-ondemand-standin for the image with the stand-in of Open OnDemand.
+# The name of what vm_image builds, in the cache and the results: the appliance (or
+# open-ondemand-standin for the image with the stand-in of Open OnDemand) and its Debian
+# release: oneslurm-deb13, open-ondemand-deb12.
 vm_variant() {
-    if [ "$1" = open-ondemand ] && [ "${VM_OOD_STANDIN:-}" = yes ]; then echo open-ondemand-standin; else echo "$1"; fi
+    if [ "$1" = open-ondemand ] && [ "${VM_OOD_STANDIN:-}" = yes ]; then echo "open-ondemand-standin-deb$release"
+    else echo "$1-deb$release"; fi
 }
 
 # OSC's repository is out of reach here: the lab's Open OnDemand appliance is the image built
@@ -450,9 +499,10 @@ vm_unlock() {
     lock_fd=""
 }
 
-# vm_lab APPLIANCE PREFIX: the usual start of a test: the .deb, the base image, the
+# vm_lab APPLIANCE PREFIX: the usual start of a test: the Debian suite, the .deb, the base image, the
 # accelerator, the APPLIANCE image, the network PREFIX.0/24 with the simulator, the service.
 vm_lab() {
+    vm_suite "$1"
     vm_lock deb
     vm_deb
     vm_base_image

@@ -1,8 +1,10 @@
 #!/bin/bash
 # vm_prepare.sh APPLIANCE - builds the VM lab's caches that do not depend on the .deb: the
-# Debian 12 base image and APPLIANCE's packages layer (oneslurm or open-ondemand). `make test`
-# runs it in the background while the program compiles (tests/suite.sh); the VM smoke then
-# finds both cached and builds only the image from the new .deb. The steps are vm_lab's own,
+# base image of APPLIANCE's Debian release (vm_suite: 13 for oneslurm, 12 for open-ondemand),
+# the build root of that release's .deb when it is not the host's, and APPLIANCE's packages
+# layer. `make test` runs it in the background while the program compiles (tests/suite.sh);
+# the VM smoke then finds them cached and builds only the .deb and the image from it. The
+# steps are vm_lab's own,
 # under the same locks ("deb" around the base image, "image-APPLIANCE" around the layer), so a
 # VM test started meanwhile waits and reuses them. Not a test: prints what it built and exits
 # 0, 1 when a step failed, 77 when the VM lab cannot run here (the reason is printed).
@@ -15,8 +17,10 @@ esac
 # shellcheck source=SCRIPTDIR/vm_lib.sh
 . "$(dirname "$0")/vm_lib.sh"
 vm_begin vm_prepare
+vm_suite "$1"
 vm_lock deb
 vm_base_image
+vm_deb_build_root
 vm_unlock
 vm_pick_accel
 vm_lock "image-$1"
