@@ -436,7 +436,9 @@ def vm_template(svc):
                        ("CPU", image.get("cpu", "1")), ("VCPU", image.get("vcpu", "1")),
                        ("MEMORY", image.get("memory", "1024")), ("HYPERVISOR", "kvm")):
         out.append(f"{key} = {quote(value)}\n")
-    out.append(vector("DISK", [("IMAGE", image["name"])]))
+    # DEV_PREFIX: the root disk on virtio (vda), the bus the images are built and tested on,
+    # whatever the datastore's or the image's default.
+    out.append(vector("DISK", [("IMAGE", image["name"]), ("DEV_PREFIX", "vd")]))
     out.append(vector("GRAPHICS", [("LISTEN", "0.0.0.0"), ("TYPE", "VNC")]))
     out.append(vector("NIC_DEFAULT", [("MODEL", "virtio")]))
     context = [(k, v) for k, v in fixed.items()]
