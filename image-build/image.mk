@@ -33,6 +33,8 @@ endif
 IMAGE_RELEASE := $(if $(filter trixie,$(IMAGE_SUITE)),13,12)
 IMAGE_BASE ?= $(IMAGE_DIR)/debian-$(IMAGE_RELEASE)-base.qcow2
 IMAGE_OOD_RELEASE ?= 4.0
+# Where the image will be downloaded from, for its marketplace metadata (<name>.yaml beside it).
+IMAGE_URL ?=
 # The image's name (build-image.sh names it the same way) and its packages layer, per release.
 ifeq ($(IMAGE_APPLIANCE),open-ondemand)
 IMAGE_OOD_ARGS := --ondemand-release $(IMAGE_OOD_RELEASE)
@@ -56,8 +58,7 @@ image-deps:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
 
-$(IMAGE_BASE): image-build/make-base-image.sh image-build/lib.sh image-build/base/context-lite \
-    image-build/base/context-lite.service | image-deps
+$(IMAGE_BASE): image-build/make-base-image.sh image-build/lib.sh $(wildcard image-build/base/*) | image-deps
 	bash image-build/make-base-image.sh --suite $(IMAGE_SUITE) --output $@
 
 image-base: $(IMAGE_BASE)
@@ -84,4 +85,4 @@ image: image-deps $(IMAGE_DEB_STEP) $(IMAGE_PACKAGES)
 	  bash image-build/build-deb.sh --suite $(IMAGE_SUITE) --output $(IMAGE_DIR)/deb-$(IMAGE_SUITE); fi
 	rm -rf $(IMAGE_DIR)/$(IMAGE_NAME)
 	bash image-build/build-image.sh --appliance $(IMAGE_APPLIANCE) --accel $(IMAGE_ACCEL) --base $(IMAGE_PACKAGES) \
-	  $(IMAGE_OOD_ARGS) --deb "$(IMAGE_DEB)" --output $(IMAGE_DIR)/$(IMAGE_NAME)
+	  $(IMAGE_OOD_ARGS) --deb "$(IMAGE_DEB)" $(if $(IMAGE_URL),--image-url "$(IMAGE_URL)") --output $(IMAGE_DIR)/$(IMAGE_NAME)

@@ -1,9 +1,9 @@
 #!/bin/bash
 # make-base-image.sh - builds the Debian 12 or 13 base image that the Packer template boots
 # (vendor cloud images cannot be downloaded here): a partitioned qcow2 with a kernel, extlinux,
-# an fstab by UUID, a serial console, systemd-networkd (DHCP unless the CONTEXT CD says
-# otherwise), OpenSSH and context-lite (root's SSH keys and static network from the OpenNebula
-# CONTEXT CD). No cloud-init, no one-context. Only Debian packages, from the mirror the host's
+# an fstab by UUID, a serial console, a root that grows to the disk's size at boot (grow-root),
+# systemd-networkd (DHCP unless the CONTEXT CD says otherwise), OpenSSH and context-lite
+# (root's SSH keys and static network from the OpenNebula CONTEXT CD). No cloud-init, no one-context. Only Debian packages, from the mirror the host's
 # apt sources name.
 #
 # Usage: make-base-image.sh [--output FILE] [--size SIZE] [--suite SUITE] [--mirror URL]
@@ -28,7 +28,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 BOOTSTRAP_VERSION=1
 PACKAGES="systemd-sysv,udev,kmod,dbus,linux-image-amd64,initramfs-tools,openssh-server,\
 systemd-resolved,systemd-timesyncd,iproute2,iputils-ping,netbase,ca-certificates,e2fsprogs,\
-procps,less"
+procps,less,cloud-guest-utils,fdisk"
 
 output=""
 size=8G
@@ -167,7 +167,10 @@ printf 'PermitRootLogin prohibit-password\nPasswordAuthentication no\nUseDNS no\
 
 install -m 0755 "$HERE/base/context-lite" "$mnt/usr/local/sbin/context-lite"
 install -m 0644 "$HERE/base/context-lite.service" "$mnt/etc/systemd/system/context-lite.service"
-systemctl --root="$mnt" enable context-lite.service systemd-networkd.service \
+# The root grows to the disk the VM is given (growpart from cloud-guest-utils, resize2fs).
+install -m 0755 "$HERE/base/grow-root" "$mnt/usr/local/sbin/grow-root"
+install -m 0644 "$HERE/base/grow-root.service" "$mnt/etc/systemd/system/grow-root.service"
+systemctl --root="$mnt" enable context-lite.service grow-root.service systemd-networkd.service \
     systemd-resolved.service systemd-timesyncd.service ssh.service >/dev/null 2>&1
 # Stop timers that would only make noise (and network traffic) in an appliance.
 mkdir -p "$mnt/etc/systemd/system-preset"

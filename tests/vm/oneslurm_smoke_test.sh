@@ -10,7 +10,8 @@
 #      OpenNebula writes them, made with `xorriso -as mkisofs -V CONTEXT -J -R`); the context
 #      comes from templates/vm/oneslurm.tmpl and the role's wiring. The image has no
 #      one-context: the context exists only on the CD;
-#   4. checks: each VM publishes READY=YES (not ERROR); both workers are idle in the
+#   4. checks: the controller, given a 12 GiB disk, has a 12 GiB root (grow-root), the workers
+#      their 8 GiB; each VM publishes READY=YES (not ERROR); both workers are idle in the
 #      controller's sinfo and `srun -N2 hostname` runs on both; the munge key each worker got
 #      from the controller's key server is in no OneGate document and on no CONTEXT CD;
 #      `one-hpc rotate-munge-key` on the controller: both workers have the new key within
@@ -79,9 +80,26 @@ wait_idle() {
     fi
 }
 declare -A wnode=()
+vm_disk_size[controller]=12G  # a template's DISK SIZE larger than the image's 8 GiB
 vm_start controller oneslurm controller 10.79.0.11 1536 "" || vm_report
+# The root grew to the disk the VM was given (the base image's grow-root at boot); a worker's
+# 8 GiB disk, the image's own size, is left as it is.
+root_bytes=$(ctl "df -B1 --output=size / | tail -n 1" 2>/dev/null | tr -d ' ')
+grown=$(ctl "journalctl -o cat --no-pager -u grow-root.service | grep 'grown:'" 2>/dev/null)
+if [ -n "$root_bytes" ] && [ "$root_bytes" -gt $((11 * 1024 * 1024 * 1024)) ] && [ -n "$grown" ]; then
+    pass "the controller's root file system fills its 12 GiB disk ($root_bytes bytes; grow-root at boot)"
+else
+    fail "the controller's root file system fills its 12 GiB disk" "df: ${root_bytes:-?} bytes; grow-root: $(ctl 'journalctl -o cat --no-pager -u grow-root.service' 2>&1 | tail -n 5)"
+fi
+vm_result controller_root_bytes_on_12g_disk "${root_bytes:-?}"
 vm_start worker1 oneslurm worker 10.79.0.12 1536 "" || vm_report
 wait_idle worker1
+kept=$(vm_ssh worker1 "journalctl -o cat --no-pager -u grow-root.service" 2>/dev/null)
+if grep -q "already ends at the disk's end" <<<"$kept"; then
+    pass "worker1: grow-root leaves the root of a disk of the image's size as it is"
+else
+    fail "worker1: grow-root leaves the root of a disk of the image's size as it is" "$kept"
+fi
 vm_start worker2 oneslurm worker 10.79.0.13 1536 "" || vm_report
 wait_idle worker2
 

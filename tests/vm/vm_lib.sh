@@ -48,6 +48,9 @@ declare -A qemu_pid=() vm_id=() vm_token=() vm_ip=() vm_mac=() vm_tap=() boot_ms
 # "Management", IP/24 on the same bridge, nobody else on it) and its lab NIC becomes NIC1/ETH1,
 # named "compute" as the Open OnDemand template names it.
 declare -A vm_mgmt=() vm_mgmt_mac=() vm_mgmt_tap=()
+# vm_disk_size[NAME]=SIZE before vm_boot: the root disk is SIZE (qemu-img's 12G) instead of the
+# image's 8 GiB, as a template's DISK SIZE makes it; the image's grow-root fills it at boot.
+declare -A vm_disk_size=()
 ntaps=0 tap_made=""
 declare -a vm_results=()
 
@@ -655,7 +658,7 @@ vm_new() {
 # vm_boot NAME [MEMORY_MB [DISK_FILE...]]: qemu on a new copy-on-write overlay of $image (the
 # root disk), the CONTEXT CD, the extra DISK_FILEs (raw, virtio: vdb, vdc, ...), the tap;
 # serial console to $work/NAME.console. Also used to boot the same VM again (reboot after a
-# poweroff): the overlay is kept when it exists.
+# poweroff): the overlay is kept when it exists. Its size: vm_disk_size[NAME], else the image's.
 vm_boot() {
     local name=$1 mem=${2:-1536} d
     shift; [ $# -eq 0 ] || shift
@@ -665,7 +668,8 @@ vm_boot() {
     [ -z "${vm_mgmt_tap[$name]:-}" ] ||
         mgmt=(-netdev "tap,id=n1,ifname=${vm_mgmt_tap[$name]},script=no,downscript=no"
               -device "virtio-net-pci,netdev=n1,mac=${vm_mgmt_mac[$name]}")
-    [ -f "$work/$name.qcow2" ] || qemu-img create -q -f qcow2 -b "$image" -F qcow2 "$work/$name.qcow2"
+    [ -f "$work/$name.qcow2" ] ||
+        qemu-img create -q -f qcow2 -b "$image" -F qcow2 "$work/$name.qcow2" ${vm_disk_size[$name]:+"${vm_disk_size[$name]}"}
     boot_ms[$name]=$(now_ms)
     ip netns exec "$ns" qemu-system-x86_64 -name "$name" -accel "$accel" -smp "$vm_cpus" -m "$mem" \
         -drive "file=$work/$name.qcow2,if=virtio,format=qcow2,discard=unmap" \
