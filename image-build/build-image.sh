@@ -4,10 +4,12 @@
 # Usage: build-image.sh --appliance oneslurm|open-ondemand --base BASE.qcow2
 #                       (--deb ONE-HPC.deb | --packages-only) --output DIR
 #                       [--one-context-deb FILE] [--packer-log FILE] [--accel kvm|tcg]
-#                       [--ondemand-release REL|none]
+#                       [--ondemand-release REL|none] [--image-url URL]
 #   --packages-only the appliance's packages layer: the role packages on BASE, not sealed, not
 #                   compressed; an image build then takes it as --base with the --deb
-#   --output DIR    gets <appliance>.qcow2, its .sha256 and build-console.log; DIR must not
+#   --image-url URL where the image will be downloaded from, for its marketplace metadata
+#                   (<appliance>.yaml beside it, marketplace-metadata.sh; default: its file name)
+#   --output DIR    gets <appliance>.qcow2, its .sha256, .yaml and build-console.log; DIR must not
 #                   exist or be empty (Packer's rule)
 #   --accel tcg     build without KVM, by emulation (5-10 times slower); for hosts whose
 #                   /dev/kvm cannot run an ordinary BIOS guest
@@ -35,10 +37,11 @@ one_context_deb=""
 packer_log=""
 accel=kvm
 ondemand_release=""
+image_url=""
 
 die() { echo "build-image: $*" >&2; exit 1; }
 log() { echo "build-image: $*"; }
-usage() { sed -n '4,17s/^# \{0,1\}//p' "$0" >&2; exit 2; }
+usage() { sed -n '4,20s/^# \{0,1\}//p' "$0" >&2; exit 2; }
 
 while [ $# -gt 0 ]; do
     case $1 in
@@ -51,6 +54,7 @@ while [ $# -gt 0 ]; do
         --packer-log) [ $# -ge 2 ] || usage; packer_log=$2; shift 2;;
         --accel) [ $# -ge 2 ] || usage; accel=$2; shift 2;;
         --ondemand-release) [ $# -ge 2 ] || usage; ondemand_release=$2; shift 2;;
+        --image-url) [ $# -ge 2 ] || usage; image_url=$2; shift 2;;
         -h|--help) usage;;
         *) echo "build-image: unknown argument '$1'" >&2; usage;;
     esac
@@ -144,3 +148,14 @@ image=$output/$name.qcow2
 size=$(du -b "$image" | cut -f1)
 log "done in ${elapsed}s: $image ($((size / 1048576)) MiB, $(qemu-img info --output=json "$image" | sed -n 's/.*"virtual-size": \([0-9]*\).*/\1/p' | awk '{print int($1/1073741824)}') GiB virtual)"
 printf 'build_seconds=%s\nimage_bytes=%s\n' "$elapsed" "$size" > "$output/build-stats"
+# The marketplace metadata of an image (not of a packages layer). Its Debian release is the
+# .deb's: build-deb.sh versions a package for another release than the host's "+deb<N>",
+# `make package` on the Debian 12 host none.
+if [ "$packages_only" = no ]; then
+    deb_version=$(dpkg-deb -f "$deb" Version)
+    case $deb_version in *+deb13*) release=13;; *) release=12;; esac
+    bash "$HERE/marketplace-metadata.sh" --appliance "$appliance" --image "$image" \
+        --release "$release" --version "$deb_version-$(date -u +%Y%m%d)" \
+        ${image_url:+--url "$image_url"} --output "$output/$name.yaml" ||
+        die "the marketplace metadata of $image could not be written"
+fi

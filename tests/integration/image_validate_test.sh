@@ -2,7 +2,8 @@
 # Always-on checks of image-build/ (no KVM, no network): `packer validate` and `packer fmt`
 # of the HCL2 template for every appliance (Debian's packer 1.6.6), the template's own
 # validation rule, shellcheck of every provisioning and image script, context-lite against
-# tricky context.sh files, and `make -n image` through the top-level Makefile + image.mk.
+# tricky context.sh files, the marketplace metadata of a small image, and `make -n image`
+# through the top-level Makefile + image.mk.
 set -uo pipefail
 SRC=${ONEHPC_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 IB=$SRC/image-build
@@ -76,7 +77,7 @@ else
 fi
 
 # ---- shellcheck ---------------------------------------------------------------------------
-scripts=("$IB"/*.sh "$IB/base/context-lite" "$SRC"/tests/integration/image_*_test.sh
+scripts=("$IB"/*.sh "$IB/base/context-lite" "$IB/base/grow-root" "$SRC"/tests/integration/image_*_test.sh
          "$SRC/tests/integration/templates_test.sh")
 if ! command -v shellcheck >/dev/null; then
     fail "shellcheck is installed" "apt-get install shellcheck"
@@ -150,6 +151,46 @@ if [ "$(grep -c AAAAkey1 "$keys")" = 1 ] && [ ! -e "$root/run/context-lite/conte
     pass "context-lite: idempotent keys, no copy of context.sh left"
 else
     fail "context-lite: idempotent keys, no copy of context.sh left" "$(cat "$keys")"
+fi
+
+# ---- the marketplace metadata (marketplace-metadata.sh) on a small qcow2 -------------------
+if command -v qemu-img >/dev/null; then
+    qemu-img create -q -f qcow2 "$work/tiny.qcow2" 64M
+    if out=$(bash "$IB/marketplace-metadata.sh" --appliance oneslurm --image "$work/tiny.qcow2" \
+                 --release 13 --version 0.1.0+deb13-20261207 --creation-time 1796600000 \
+                 --url https://images.example.org/oneslurm.qcow2 --output "$work/tiny.yaml" 2>&1) &&
+       out=$(python3 - "$work/tiny.yaml" "$(md5sum <"$work/tiny.qcow2" | cut -d' ' -f1)" \
+                 "$(sha256sum <"$work/tiny.qcow2" | cut -d' ' -f1)" 2>&1 <<'PY'
+import sys, yaml
+d = yaml.safe_load(open(sys.argv[1]))
+want = {"name", "version", "publisher", "description", "short_description", "tags", "format",
+        "creation_time", "os-id", "os-release", "os-arch", "hypervisor", "opennebula_version",
+        "opennebula_template", "logo", "images"}
+assert want <= set(d), sorted(want - set(d))
+assert d["format"] == "qcow2" and d["os-id"] == "Debian" and d["os-release"] == "13", d
+assert d["version"] == "0.1.0+deb13-20261207" and d["creation_time"] == 1796600000, d
+assert "Slurm 24.11" in d["description"], d["description"]
+img = d["images"][0]
+assert img["size"] == 64 * 1024 * 1024, img          # the virtual size, not the file's
+assert img["dev_prefix"] == "vd" and img["driver"] == "qcow2" and img["type"] == "OS", img
+assert img["url"] == "https://images.example.org/oneslurm.qcow2", img
+assert img["checksum"] == {"md5": sys.argv[2], "sha256": sys.argv[3]}, img["checksum"]
+assert d["opennebula_template"]["context"]["ssh_public_key"] == "$USER[SSH_PUBLIC_KEY]", d
+PY
+); then
+        pass "marketplace-metadata.sh: the marketplace's fields, the virtual size, both checksums"
+    else
+        fail "marketplace-metadata.sh: the marketplace's fields, the virtual size, both checksums" "$out"
+    fi
+    if ! out=$(bash "$IB/marketplace-metadata.sh" --appliance oneslurm --image "$work/tiny.qcow2" \
+                   --release 11 --version 1 --output "$work/bad.yaml" 2>&1) &&
+       grep -q -- "--release must be 12 or 13" <<<"$out" && [ ! -e "$work/bad.yaml" ]; then
+        pass "marketplace-metadata.sh: a wrong --release is refused, nothing written"
+    else
+        fail "marketplace-metadata.sh: a wrong --release is refused, nothing written" "$out"
+    fi
+else
+    fail "qemu-img is installed (make image-deps)"
 fi
 
 # ---- make image, dry run through the top-level Makefile --------------------------------------
