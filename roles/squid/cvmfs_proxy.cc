@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
+#include <optional>
 #include <regex>
 #include <sstream>
 
@@ -128,6 +130,34 @@ Result<std::string> SiteProxyUrl(const Settings& settings) {
   return url;
 }
 
+int CacheMbFor(std::optional<long long> fs_mb) {
+  if (!fs_mb || *fs_mb <= 0) return kCacheMb;
+  return static_cast<int>(
+      std::clamp<long long>(*fs_mb * kCachePercent / 100, kCacheMinMb, kCacheMb));
+}
+
+namespace {
+
+// The size in MB of the file system that holds the cache directory (`stat -f`: its block
+// size and blocks), nullopt when it cannot be read (logged).
+std::optional<long long> CacheFileSystemMb(RoleEnv& env) {
+  Command c;
+  c.argv = {"stat", "-f", "-c", "%S %b", env.files.HostPath(kCacheDir)};
+  c.timeout = Duration(10000);
+  auto r = env.runner.Run(c);
+  long long block = 0, blocks = 0;
+  if (r && r->ok()) {
+    std::istringstream in(r->out);
+    if (in >> block >> blocks && block > 0 && blocks > 0) return block * blocks / (1024 * 1024);
+  }
+  log::Warn("storage: the size of the file system of {} is unknown ({}): Squid's cache gets {} MB",
+            kCacheDir, r ? (r->ok() ? "'" + r->out + "'" : ProcessText(*r)) : r.error().message,
+            kCacheMb);
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::string RenderSquidConf(const SquidConfig& config) {
   std::string nets = fmt::format("{}", fmt::join(config.nets, " "));
   std::string out = std::string(kHeader) + ": the CernVM-FS proxy of the\n";
@@ -169,8 +199,8 @@ std::string RenderSquidConf(const SquidConfig& config) {
       "cache_mem 256 MB\n"
       "maximum_object_size_in_memory 128 KB\n"
       "maximum_object_size 1024 MB\n"
-      "cache_dir ufs /var/spool/squid " +
-      std::to_string(kCacheMb) +
+      "cache_dir ufs " +
+      std::string(kCacheDir) + " " + std::to_string(config.cache_mb) +
       " 16 256\n"
       "collapsed_forwarding on\n"
       "minimum_expiry_time 0\n"
@@ -217,8 +247,9 @@ Status EnsureCvmfsProxy(RoleEnv& env, const std::string& compute_net) {
     std::istringstream defaults(kDefaultDestinations);
     for (std::string d; defaults >> d;) config.destinations.push_back(d);
   }
-  log::Info("storage: CernVM-FS proxy (Squid) on :{} for {}", kSquidPort,
-            fmt::join(config.nets, " "));
+  config.cache_mb = CacheMbFor(CacheFileSystemMb(env));
+  log::Info("storage: CernVM-FS proxy (Squid) on :{} for {}, {} MB of cache on disk", kSquidPort,
+            fmt::join(config.nets, " "), config.cache_mb);
   std::string content = RenderSquidConf(config);
 
   auto old = env.files.ReadIfExists(kSquidConf);
