@@ -534,6 +534,8 @@ def check_vm_template(svc, text, doc):
           "secrets)", not differ, ", ".join(differ))
     check(f"{sid}: DISK names the image", dict(top.get("DISK", [])).get("IMAGE") ==
           svc.desc["image"]["name"], f"{top.get('DISK')}")
+    check(f"{sid}: DISK is on virtio (DEV_PREFIX vd)", dict(top.get("DISK", [])).get("DEV_PREFIX") == "vd",
+          f"{top.get('DISK')}")
 
 
 # ---- OneFlow 6.10 ----------------------------------------------------------------------------
