@@ -28,7 +28,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 BOOTSTRAP_VERSION=1
 PACKAGES="systemd-sysv,udev,kmod,dbus,linux-image-amd64,initramfs-tools,openssh-server,\
 systemd-resolved,systemd-timesyncd,iproute2,iputils-ping,netbase,ca-certificates,e2fsprogs,\
-procps,less,cloud-guest-utils,fdisk"
+procps,less,fdisk"
 
 output=""
 size=8G
@@ -167,7 +167,7 @@ printf 'PermitRootLogin prohibit-password\nPasswordAuthentication no\nUseDNS no\
 
 install -m 0755 "$HERE/base/context-lite" "$mnt/usr/local/sbin/context-lite"
 install -m 0644 "$HERE/base/context-lite.service" "$mnt/etc/systemd/system/context-lite.service"
-# The root grows to the disk the VM is given (growpart from cloud-guest-utils, resize2fs).
+# The root grows to the disk the VM is given (sfdisk, partx, resize2fs).
 install -m 0755 "$HERE/base/grow-root" "$mnt/usr/local/sbin/grow-root"
 install -m 0644 "$HERE/base/grow-root.service" "$mnt/etc/systemd/system/grow-root.service"
 systemctl --root="$mnt" enable context-lite.service grow-root.service systemd-networkd.service \

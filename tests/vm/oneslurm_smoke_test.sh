@@ -85,7 +85,7 @@ vm_start controller oneslurm controller 10.79.0.11 1536 "" || vm_report
 # The root grew to the disk the VM was given (the base image's grow-root at boot); a worker's
 # 8 GiB disk, the image's own size, is left as it is.
 root_bytes=$(ctl "df -B1 --output=size / | tail -n 1" 2>/dev/null | tr -d ' ')
-grown=$(ctl "journalctl -o cat --no-pager -u grow-root.service | grep 'grown:'" 2>/dev/null)
+grown=$(ctl "journalctl -o cat --no-pager -u grow-root.service | grep 'grown from'" 2>/dev/null)
 if [ -n "$root_bytes" ] && [ "$root_bytes" -gt $((11 * 1024 * 1024 * 1024)) ] && [ -n "$grown" ]; then
     pass "the controller's root file system fills its 12 GiB disk ($root_bytes bytes; grow-root at boot)"
 else
