@@ -61,7 +61,8 @@ Result<std::optional<std::vector<SlurmNode>>> SlurmClient::ShowJson(
   if (!r) return Fail(r.error());
   if (r->exit_code != 0) {
     if (!json_ && Mentions(*r, "unrecognized option")) {
-      log::Info("scontrol has no --json (Slurm before 23.02): reading its text output");
+      // Every client of a 22.05 host (the reconciler's every minute): not worth a log line.
+      log::Debug("scontrol has no --json (Slurm before 23.02): reading its text output");
       json_ = false;
       return Maybe();
     }
