@@ -11,7 +11,7 @@
 #
 # Needs root, a usable /dev/kvm and the Debian packages in DEPS_IMAGE (installed by
 # image-deps). Output in $(IMAGE_DIR): debian-<release>-base.qcow2, <appliance>/<appliance>.qcow2, and
-# the appliance's packages layer <appliance>-packages/<appliance>.qcow2 (the role packages on
+# the appliance's packages layer <appliance>-deb<release>-packages/<appliance>.qcow2 (the role packages on
 # the base; rebuilt only when the install steps, the Packer files or the base change), from
 # which each image build starts: a new .deb costs a boot, its install and the sealing.
 IMAGE_DIR ?= $(BUILD)/image

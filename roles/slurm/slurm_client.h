@@ -10,9 +10,8 @@
 // one process more it costs per client) and the client reads the text from then on, as it
 // does when the JSON plugin is missing or its document cannot be read (logged). Any other
 // failure (slurmctld down) is returned as it is. A client that got JSON once keeps asking for
-// it. The jobs
-// are read with squeue's format strings on every version (a few columns per job, where
-// `squeue --json` prints about a hundred fields per job).
+// it. The jobs are read with squeue's format strings on every version (a few columns per job,
+// where `squeue --json` prints about a hundred fields per job).
 #ifndef ONEHPC_ROLES_SLURM_SLURM_CLIENT_H_
 #define ONEHPC_ROLES_SLURM_SLURM_CLIENT_H_
 

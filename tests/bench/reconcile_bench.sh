@@ -234,6 +234,12 @@ declare -a JROWS=()
 declare -a ROWS=()
 have=0
 T0=$(now)
+# The elastic reads: scontrol's nodes and squeue's pending jobs; Slurm 22.05 (a Debian 12
+# host) refuses `scontrol --json` first, one call more (roles/slurm/slurm_client.h).
+case $(dpkg-query -W -f '${Version}' slurm-client 2>/dev/null) in
+    22.*) WANT_CALLS=3;;
+    *) WANT_CALLS=2;;
+esac
 for n in "${SIZES[@]}"; do
     echo "== $n simulated workers"
     t=$(now)
@@ -288,7 +294,7 @@ for n in "${SIZES[@]}"; do
     done
     [ "$RC" = 0 ] || { echo "  FAIL the elastic cycle exited with $RC:"; tail -5 "$D/elastic-$n.log"; FAIL=1; }
     [ "$REQ" = 1 ] || { echo "  FAIL the elastic cycle made $REQ OneGate requests (want 1)"; FAIL=1; }
-    [ "$CALLS" = 2 ] || { echo "  FAIL the elastic cycle made ${CALLS:-?} Slurm calls (want 2)"; FAIL=1; }
+    [ "$CALLS" = "$WANT_CALLS" ] || { echo "  FAIL the elastic cycle made ${CALLS:-?} Slurm calls (want $WANT_CALLS)"; FAIL=1; }
     ROWS+=("$(printf '| %5s | %-8s | %16s | %11s | %15s | %-40s | %8s |' "$n" "elastic" "$REQ" "${CALLS:-?}" "$CHILDREN" "$PROGS" "$w")")
     echo "  elastic cycle (dry run): rc=$RC, $REQ OneGate request(s), $CHILDREN child processes ($PROGS), ${w}s"
     grep 'elastic (dry run): .* worker VMs' "$D/elastic-$n.log" | sed 's/^/    | /'
@@ -304,5 +310,5 @@ echo "| nodes | join         | requests | bytes     | requests made             
 echo "|------:|--------------|---------:|----------:|--------------------------------------------------------------|"
 printf '%s\n' "${JROWS[@]}"
 echo "benchmark total: $(dt "$T0" "$(now)") s"
-[ "$FAIL" = 0 ] && echo "PASS: one OneGate request per cycle at every size (and 2 Slurm calls for the elastic reads); a worker's wired first join and its follow pass read the same two one-VM documents at every size" && exit 0
+[ "$FAIL" = 0 ] && echo "PASS: one OneGate request per cycle at every size (and $WANT_CALLS Slurm calls for the elastic reads); a worker's wired first join and its follow pass read the same two one-VM documents at every size" && exit 0
 exit 1

@@ -1,5 +1,6 @@
 // A machine under a temporary root (files, systemctl with state, hostname, munge), and a
-// slurmctld seen through scontrol/squeue with state, as Slurm 22.05 answered in the lab.
+// slurmctld seen through scontrol/squeue with state, as Slurm 24.11 (or, with json = false,
+// 22.05) answered in the lab.
 #ifndef ONEHPC_TESTS_FAKES_MACHINE_H_
 #define ONEHPC_TESTS_FAKES_MACHINE_H_
 

@@ -10,8 +10,8 @@
 #      OpenNebula writes them, made with `xorriso -as mkisofs -V CONTEXT -J -R`); the context
 #      comes from templates/vm/oneslurm.tmpl and the role's wiring. The image has no
 #      one-context: the context exists only on the CD;
-#   4. checks: the controller, given a 12 GiB disk, has a 12 GiB root (grow-root), the workers
-#      their 8 GiB; each VM publishes READY=YES (not ERROR); both workers are idle in the
+#   4. checks: the controller, given a 12 GiB disk, has a 12 GiB root (grow-root), worker1
+#      keeps the image's 8 GiB; each VM publishes READY=YES (not ERROR); both workers are idle in the
 #      controller's sinfo and `srun -N2 hostname` runs on both; the munge key each worker got
 #      from the controller's key server is in no OneGate document and on no CONTEXT CD;
 #      `one-hpc rotate-munge-key` on the controller: both workers have the new key within

@@ -4,10 +4,10 @@
 # the build root of that release's .deb when it is not the host's, and APPLIANCE's packages
 # layer. `make test` runs it in the background while the program compiles (tests/suite.sh);
 # the VM smoke then finds them cached and builds only the .deb and the image from it. The
-# steps are vm_lab's own,
-# under the same locks ("deb" around the base image, "image-APPLIANCE" around the layer), so a
-# VM test started meanwhile waits and reuses them. Not a test: prints what it built and exits
-# 0, 1 when a step failed, 77 when the VM lab cannot run here (the reason is printed).
+# steps are vm_lab's own, under the same locks ("deb" around the base image, "image-APPLIANCE"
+# around the layer), so a VM test started meanwhile waits and reuses them. Not a test: prints
+# what it built and exits 0, 1 when a step failed, 77 when the VM lab cannot run here (the
+# reason is printed).
 set -uo pipefail
 
 case ${1:-} in
