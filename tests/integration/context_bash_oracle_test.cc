@@ -19,6 +19,7 @@
 
 #include "context/context_file.h"
 #include "roles/os/process.h"
+#include "tests/support/source_dir.h"
 
 namespace onehpc {
 namespace {
@@ -121,10 +122,7 @@ class BashOracleTest : public ::testing::Test {
 std::string* BashOracleTest::dir_ = nullptr;
 std::set<std::string>* BashOracleTest::baseline_ = nullptr;
 
-std::string SourceDir() {
-  if (const char* dir = std::getenv("ONEHPC_SOURCE_DIR"); dir && *dir) return dir;
-  return std::filesystem::path(__FILE__).parent_path().parent_path().parent_path().string();
-}
+using testing_support::SourceDir;
 
 std::string ReadText(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

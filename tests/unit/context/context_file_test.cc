@@ -13,6 +13,7 @@
 #include <string>
 
 #include "common/log.h"
+#include "tests/support/source_dir.h"
 
 namespace onehpc {
 namespace {
@@ -260,10 +261,7 @@ TEST(ContextFileTest, ErrorsDoNotQuoteValues) {
 
 // ---- Sample files -----------------------------------------------------------------------
 
-std::string SourceDir() {
-  if (const char* dir = std::getenv("ONEHPC_SOURCE_DIR"); dir && *dir) return dir;
-  return std::filesystem::path(__FILE__).parent_path().parent_path().parent_path().string();
-}
+using testing_support::SourceDir;
 
 std::string ReadText(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -10,6 +10,7 @@
 #include <iterator>
 
 #include "common/base64.h"
+#include "tests/support/source_dir.h"
 
 namespace onehpc::slurm {
 namespace {
@@ -98,15 +99,7 @@ TEST(ParseShowNodesTest, ReasonCannotFakeTheState) {
 
 // ---- Slurm 24.11's JSON (`scontrol --json show nodes`) ------------------------------------
 
-std::string SourceDir() {
-  if (const char* dir = std::getenv("ONEHPC_SOURCE_DIR"); dir && *dir) return dir;
-  return std::filesystem::path(__FILE__)
-      .parent_path()
-      .parent_path()
-      .parent_path()
-      .parent_path()
-      .string();
-}
+using testing_support::SourceDir;
 
 std::string Sample(const std::string& name) {
   std::ifstream in(SourceDir() + "/tests/data/slurm/" + name, std::ios::binary);

@@ -12,21 +12,14 @@
 #include "tests/fakes/machine.h"
 #include "tests/fakes/onegate_sim.h"
 #include "tests/fakes/role_run.h"
+#include "tests/support/source_dir.h"
 
 namespace onehpc::slurm {
 namespace {
 
 using fakes::Exit;
 
-std::string SourceDir() {
-  if (const char* dir = std::getenv("ONEHPC_SOURCE_DIR"); dir && *dir) return dir;
-  return std::filesystem::path(__FILE__)
-      .parent_path()
-      .parent_path()
-      .parent_path()
-      .parent_path()
-      .string();
-}
+using testing_support::SourceDir;
 
 class SlurmClientTest : public ::testing::Test {
  protected:
