@@ -150,12 +150,13 @@ const char* ToString(HomeSource source) {
 }
 
 std::string DiskFacts::Describe() const {
+  const std::string found = found_by.empty() ? "" : ", found by " + found_by;
   if (!image.empty()) {
     return std::string(persistent ? "persistent" : "non-persistent (a copy deleted with the VM)") +
-           " image '" + image + "' (TARGET " + target + ")";
+           " image '" + image + "' (TARGET " + target + found + ")";
   }
   return "volatile disk (TYPE=" + (type.empty() ? std::string("?") : type) + ", TARGET " + target +
-         ", deleted with the VM)";
+         found + ", deleted with the VM)";
 }
 
 namespace {
@@ -169,8 +170,7 @@ Result<std::pair<std::string, std::string>> ChooseByFacts(const HomeDiskInputs& 
   for (const auto& device : blank) {
     auto it = inputs.facts->find(device);
     if (it == inputs.facts->end()) {
-      refused.push_back(device + ": not in OpenNebula's disk list (TARGET " +
-                        device.substr(device.rfind('/') + 1) + ")");
+      refused.push_back(device + ": not identified in OpenNebula's disk list");
       continue;
     }
     const DiskFacts& f = it->second;
@@ -245,9 +245,9 @@ Status ChooseBlank(const HomeDiskInputs& inputs, const std::vector<std::string>&
                    chosen->second;
     for (auto& f : decision.findings) {
       auto it = inputs.facts->find(f.device);
-      f.content +=
-          "; OpenNebula: " +
-          (it == inputs.facts->end() ? std::string("not in its disk list") : it->second.Describe());
+      f.content += "; OpenNebula: " + (it == inputs.facts->end()
+                                           ? std::string("not identified in its disk list")
+                                           : it->second.Describe());
     }
     return Ok();
   }

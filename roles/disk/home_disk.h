@@ -92,13 +92,17 @@ inline constexpr std::size_t kMkfsMarkerBytes = 512;
 inline constexpr std::uint64_t kMkfsTailReserve = 1024 * 1024;
 
 /// What OpenNebula says one disk is (TEMPLATE.DISK of this VM in the extended service
-/// document), by device path ("/dev/" + TARGET).
+/// document), by the guest device found to be that disk (disk_identity.h).
 struct DiskFacts {
   std::string target;
   std::string image;        ///< the image's name; empty for a volatile disk
   bool persistent = false;  ///< PERSISTENT=YES: outlives the VM
   std::string type;         ///< TYPE ("fs"/"swap" for volatile disks)
-  /// "persistent image 'ood-home' (DISK 1)", "volatile disk (TYPE=fs, DISK 2)", ...
+  /// How the guest device was found to be this disk ("SCSI target 1", "its size, 2048 MiB");
+  /// empty: by TARGET's name.
+  std::string found_by = {};
+  /// "persistent image 'ood-home' (TARGET vdc)", "volatile disk (TYPE=fs, TARGET vdb, ...)";
+  /// with ", found by <found_by>" when found_by is set.
   std::string Describe() const;
 };
 

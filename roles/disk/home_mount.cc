@@ -12,6 +12,7 @@
 #include <tuple>
 
 #include "common/log.h"
+#include "roles/disk/disk_identity.h"
 #include "roles/disk/mount_unit.h"
 #include "roles/ensure.h"
 #include "roles/names.h"
@@ -33,7 +34,30 @@ Result<std::vector<std::string>> Candidates(RoleEnv& env, const HomeMountOptions
   return out;
 }
 
-// This VM's TEMPLATE.DISK from the extended service document, by "/dev/" + TARGET.
+// OpenNebula's SIZE ("2048"), 0 when absent or not a whole number.
+std::uint64_t ParseSizeMib(const std::string& text) {
+  if (text.empty() || text.size() > 15 ||
+      !std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return 0;
+  }
+  return std::stoull(text);
+}
+
+// Every whole disk of this VM with what identifies it (the root disk too: OpenNebula lists it).
+Result<std::vector<DiskIdentity>> GuestDisks(RoleEnv& env) {
+  auto disks = env.block_devices.ListDisks(false);
+  if (!disks) return Fail(disks.error());
+  std::vector<DiskIdentity> out;
+  for (const auto& d : *disks) {
+    auto id = env.block_devices.Identify(d);
+    if (!id) return Fail(id.error());
+    out.push_back(*id);
+  }
+  return out;
+}
+
+// This VM's TEMPLATE.DISK from the extended service document, by the guest device that is
+// each disk (disk_identity.h).
 std::optional<std::map<std::string, DiskFacts>> FactsFromOneGate(RoleEnv& env, std::string* note) {
   const std::string fallback = ": the home disk is chosen from the disks' content alone";
   if (env.onegate == nullptr) {
@@ -51,13 +75,26 @@ std::optional<std::map<std::string, DiskFacts>> FactsFromOneGate(RoleEnv& env, s
     for (const auto& node : role.nodes) {
       if (std::to_string(node.vm_id) != vmid || !node.vm) continue;
       if (!node.vm->disks_listed) break;
-      std::map<std::string, DiskFacts> facts;
+      std::vector<ListedDisk> listed;
       for (const auto& d : node.vm->disks) {
         if (d.target.empty() || d.target.find('/') != std::string::npos) continue;
-        facts["/dev/" + d.target] = DiskFacts{d.target, d.image, d.persistent, d.type};
+        ListedDisk l{DiskFacts{d.target, d.image, d.persistent, d.type}, 0};
+        l.size_mib = ParseSizeMib(d.size_mb);
+        listed.push_back(l);
       }
-      *note = "OpenNebula lists " + std::to_string(facts.size()) + " disk(s) of VM " + vmid;
-      return facts;
+      auto guest = GuestDisks(env);
+      if (!guest) {
+        // OpenNebula's word is there but cannot be tied to a device: no blank disk is taken
+        // for a datablock (an empty list refuses them all), unlike a missing OneGate.
+        *note = "OpenNebula lists this VM's disks, but they cannot be identified here (" +
+                guest.error().message + "): no blank disk is formatted";
+        return std::map<std::string, DiskFacts>{};
+      }
+      DiskMatch match = MatchListedDisks(listed, *guest);
+      *note =
+          fmt::format("OpenNebula lists {} disk(s) of VM {}: {}", listed.size(), vmid,
+                      match.notes.empty() ? "-" : fmt::format("{}", fmt::join(match.notes, "; ")));
+      return match.by_device;
     }
   }
   *note = "OneGate's service document lists no disk of VM " + vmid + fallback;

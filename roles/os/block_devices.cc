@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <memory>
@@ -330,6 +332,37 @@ Result<std::string> BlockDevices::ReadTail(const std::string& device, std::size_
 
 Status BlockDevices::WriteTail(const std::string& device, const std::string&) {
   return Fail(ErrorKind::kInvalidInput, "this adapter does not write " + device);
+}
+
+Result<DiskIdentity> BlockDevices::Identify(const std::string& device) {
+  return Fail(ErrorKind::kInvalidInput, "this adapter does not identify " + device);
+}
+
+Result<DiskIdentity> BlkidBlockDevices::Identify(const std::string& device) {
+  if (device.rfind("/dev/", 0) != 0)
+    return Fail(ErrorKind::kInvalidInput, "not a device: " + device);
+  std::string name = device.substr(5);
+  std::replace(name.begin(), name.end(), '/', '!');
+  const std::string dir = sys_block_ + "/" + name;
+  DiskIdentity id;
+  id.device = device;
+  id.size = SysSizeSectors(dir) * 512;  // sysfs counts 512-byte sectors whatever the disk's
+  if (id.size == 0) return Fail(ErrorKind::kNotFound, "no size for " + device + " in " + dir);
+  char* real = ::realpath((dir + "/device").c_str(), nullptr);
+  if (real == nullptr) return id;  // no device link (a loop, a dm device): no address
+  const std::string path(real);
+  ::free(real);
+  // ".../host2/target2:0:1/2:0:1:0": the last component is H:C:T:L.
+  const std::string last = path.substr(path.rfind('/') + 1);
+  unsigned host = 0, channel = 0, target = 0, lun = 0;
+  char tail = 0;
+  const bool scsi =
+      std::sscanf(last.c_str(), "%u:%u:%u:%u%c", &host, &channel, &target, &lun, &tail) == 4;
+  const bool port_addressed =
+      path.find("/ata") != std::string::npos || path.find("/usb") != std::string::npos;
+  if (scsi && !port_addressed && channel == 0 && lun == 0)
+    id.scsi_target = static_cast<int>(target);
+  return id;
 }
 
 Result<std::string> BlkidBlockDevices::ReadTail(const std::string& device, std::size_t bytes) {

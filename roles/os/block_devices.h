@@ -30,6 +30,14 @@ struct DeviceProbe {
   bool blank() const { return !ambivalent && signatures.empty(); }
 };
 
+/// What the hypervisor set of a whole disk that the guest can read back whatever name it gave
+/// the disk (sysfs): its size, and on a SCSI bus (virtio-scsi, not ATA or USB) its address.
+struct DiskIdentity {
+  std::string device;      ///< /dev/... path
+  std::uint64_t size = 0;  ///< bytes
+  int scsi_target = -1;    ///< T of the SCSI address H:C:T:L when C and L are 0; -1 otherwise
+};
+
 class BlockDevices {
  public:
   virtual ~BlockDevices() = default;
@@ -46,6 +54,8 @@ class BlockDevices {
   /// Writes `data` as the device's last bytes (opened O_EXCL: nothing may hold it), then
   /// fsyncs. The base class refuses (kInvalidInput).
   virtual Status WriteTail(const std::string& device, const std::string& data);
+  /// The size and the bus address of a whole disk. The base class refuses (kInvalidInput).
+  virtual Result<DiskIdentity> Identify(const std::string& device);
 };
 
 /// Probe() also reads the device itself: a GPT backup header ("EFI PART") in the last
@@ -65,6 +75,10 @@ class BlkidBlockDevices : public BlockDevices {
   Result<std::string> FindByLabel(const std::string& label) override;
   Result<std::string> ReadTail(const std::string& device, std::size_t bytes) override;
   Status WriteTail(const std::string& device, const std::string& data) override;
+  /// From <sys_block>/<name>/size and the link <sys_block>/<name>/device (its last component
+  /// is the SCSI address "2:0:1:0" on a SCSI bus; ATA and USB disks are given no target: their
+  /// address is the port's, not one OpenNebula set).
+  Result<DiskIdentity> Identify(const std::string& device) override;
 
  private:
   bool find_on_loop_;

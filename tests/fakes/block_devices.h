@@ -1,4 +1,4 @@
-// Block devices described in memory (ListDisks, Probe, FindByLabel); none by default.
+// Block devices described in memory (ListDisks, Probe, FindByLabel, Identify); none by default.
 #ifndef ONEHPC_TESTS_FAKES_BLOCK_DEVICES_H_
 #define ONEHPC_TESTS_FAKES_BLOCK_DEVICES_H_
 
@@ -17,6 +17,7 @@ class FakeBlockDevices : public BlockDevices {
   std::map<std::string, DeviceProbe> probes;
   std::vector<std::string> writes;           // devices mkfs ran on
   std::map<std::string, std::string> tails;  // what WriteTail put at each device's end
+  std::map<std::string, int> scsi_targets;   // Identify's SCSI target of a device (else -1)
 
   void Blank(const std::string& dev, std::uint64_t size = 1ull << 30) {
     DeviceProbe p;
@@ -66,6 +67,13 @@ class FakeBlockDevices : public BlockDevices {
     if (!probes.count(device)) return Fail(ErrorKind::kNotFound, "no " + device);
     tails[device] = data;
     return Ok();
+  }
+  /// The probe's size, and the SCSI target from scsi_targets.
+  Result<DiskIdentity> Identify(const std::string& device) override {
+    auto it = probes.find(device);
+    if (it == probes.end()) return Fail(ErrorKind::kNotFound, "no " + device);
+    auto scsi = scsi_targets.find(device);
+    return DiskIdentity{device, it->second.size, scsi == scsi_targets.end() ? -1 : scsi->second};
   }
   Result<std::string> FindByLabel(const std::string& label) override {
     std::vector<std::string> found;

@@ -6,12 +6,15 @@
 # Each a PASS/FAIL line:
 #   1. a storage VM started without its datablock keeps the homes in /export/home on the root
 #      disk; alice's home is made there;
-#   2. two blank disks are attached later (OneGate lists vdb as a volatile disk, vdc as the
-#      persistent image ood-home) and the VM reconfigured: refused (exit 4, an ERROR that lists
-#      the homes that would be hidden), both disks' bytes unchanged, nothing mounted;
-#   3. the operator moves the homes away: the next configure formats vdc (the datablock
-#      OneGate names, not vdb, the first by name) ood-home and mounts it on /export/home; the
-#      volatile vdb's bytes are unchanged;
+#   2. two blank disks are attached later, with other names in the guest than OpenNebula's:
+#      a volatile virtio disk that OneGate lists as TARGET vdc and the guest calls vdb (as after
+#      a detach: the guest takes the lowest free name), and the persistent image ood-home on
+#      the SCSI bus, TARGET sdb (SCSI target 1, as OpenNebula's KVM driver pins it), which the
+#      guest calls sda; the VM reconfigured: refused (exit 4, an ERROR that lists the homes
+#      that would be hidden), both disks' bytes unchanged, nothing mounted;
+#   3. the operator moves the homes away: the next configure formats sda (the datablock
+#      OneGate names, found by its SCSI address, not by a name) ood-home and mounts it on
+#      /export/home; the volatile vdb (OpenNebula's vdc, found by its size) is untouched;
 #   4. the VM boots with another ood-home disk (another service's, another copy) instead: it
 #      stops with an ERROR naming both UUIDs, that disk's bytes unchanged, export-home.mount
 #      unchanged;
@@ -52,14 +55,18 @@ vm_sim_disk late '{"TARGET":"vda","IMAGE":"open-ondemand","PERSISTENT":"NO","TYP
 scratch_disk=$work/scratch.raw home_disk=$work/home.raw
 truncate -s 1G "$scratch_disk" "$home_disk"
 blank_sum=$(sum "$home_disk")
-if vm_attach_disk late "$scratch_disk" && vm_attach_disk late "$home_disk"; then
-    pass "a volatile and a persistent blank disk are hot-plugged (qemu monitor)"
-else fail "a volatile and a persistent blank disk are hot-plugged (qemu monitor)"; vm_report; fi
-if ! { vm_sim_disk late '{"TARGET":"vdb","TYPE":"fs","SIZE":"1024"}' &&
-       vm_sim_disk late '{"TARGET":"vdc","IMAGE":"ood-home","PERSISTENT":"YES","TYPE":"FILE","SIZE":"1024"}'; }; then
+if vm_attach_disk late "$scratch_disk" && vm_attach_scsi_disk late "$home_disk" 1; then
+    pass "a volatile virtio disk and a persistent blank disk on the SCSI bus (target 1) are hot-plugged (qemu monitor)"
+else fail "a volatile virtio disk and a persistent blank SCSI disk are hot-plugged (qemu monitor)"; vm_report; fi
+if ! { vm_sim_disk late '{"TARGET":"vdc","TYPE":"fs","SIZE":"1024"}' &&
+       vm_sim_disk late '{"TARGET":"sdb","IMAGE":"ood-home","PERSISTENT":"YES","TYPE":"FILE","SIZE":"1024"}'; }; then
     fail "the simulator lists the attached disks"
 fi
-wait_until 60 vm_ssh late 'test -b /dev/vdb && test -b /dev/vdc' || fail "the guest sees /dev/vdb and /dev/vdc within 60 s"
+wait_until 60 vm_ssh late 'test -b /dev/vdb && test -b /dev/sda' || fail "the guest sees /dev/vdb and /dev/sda within 60 s"
+out=$(vm_ssh late 'ls /dev/vdc /dev/sdb 2>&1; readlink -f /sys/block/sda/device')
+if grep -q 'vdc.*No such file' <<<"$out" && grep -q 'sdb.*No such file' <<<"$out" && grep -q ':0:1:0$' <<<"$out"; then
+    pass "the guest's names are not OpenNebula's: no /dev/vdc, no /dev/sdb; sda is at SCSI target 1"
+else fail "the guest's names are not OpenNebula's (no /dev/vdc, no /dev/sdb; sda at SCSI target 1)" "$out"; fi
 out=$(vm_ssh late 'one-hpc configure 2>&1; echo "rc=$?"; findmnt -rn -o SOURCE /export/home; ls /export/home')
 why=$(sim GET "/_sim/vms/${vm_id[late]}/user_template" | json_get 'd.get("ERROR", "")')
 if grep -q '^rc=4$' <<<"$out" && grep -q 'holds 1 entries (alice)' <<<"$out" &&
@@ -78,24 +85,25 @@ else fail "the attached disks' bytes are unchanged"; fi
 # What a portal kept on the root disk's /export/slurm before this version.
 vm_ssh late 'mkdir -p /export/slurm/state && echo "the queue" > /export/slurm/state/job_state && chown -R 64030:64030 /export/slurm/state && chmod 0700 /export/slurm/state && printf "the cluster key" > /export/slurm/munge.key && chmod 0400 /export/slurm/munge.key' ||
     fail "the root disk's /export/slurm is given a portal's state"
-out=$(vm_ssh late 'mv /export/home/alice /root/alice-moved && one-hpc configure >/dev/null 2>&1; echo "rc=$?"; blkid -o export /dev/vdc; findmnt -rn -o SOURCE /export/home; ls /var/lib/one-hpc/home-mkfs.json 2>&1; tail -c 512 /dev/vdc | head -c 60; echo; findmnt -rn /export/home >/dev/null && cp -a /root/alice-moved /export/home/alice && cat /export/home/alice/thesis.txt')
-if grep -q '^rc=0$' <<<"$out" && grep -q '^LABEL=ood-home$' <<<"$out" && grep -q '^/dev/vdc$' <<<"$out" &&
-   grep -q '^alice thesis$' <<<"$out"; then
-    pass "once /export/home is empty, vdc (the datablock OneGate names) is formatted ood-home and mounted (alice's home copied onto it)"
-else fail "once /export/home is empty, vdc is formatted ood-home and mounted" "$out"; fi
+out=$(vm_ssh late 'mv /export/home/alice /root/alice-moved && one-hpc configure 2>&1 | grep -o "TARGET [a-z]* is /dev/[a-z]* ([^)]*)"; echo "rc=${PIPESTATUS[0]}"; blkid -o export /dev/sda; findmnt -rn -o SOURCE /export/home; ls /var/lib/one-hpc/home-mkfs.json 2>&1; tail -c 512 /dev/sda | head -c 60; echo; findmnt -rn /export/home >/dev/null && cp -a /root/alice-moved /export/home/alice && cat /export/home/alice/thesis.txt')
+if grep -q '^rc=0$' <<<"$out" && grep -q '^LABEL=ood-home$' <<<"$out" && grep -q '^/dev/sda$' <<<"$out" &&
+   grep -q '^alice thesis$' <<<"$out" && grep -qF 'TARGET sdb is /dev/sda (SCSI target 1)' <<<"$out" &&
+   grep -qF 'TARGET vdc is /dev/vdb (its size, 1024 MiB; the guest names it otherwise)' <<<"$out"; then
+    pass "once /export/home is empty, sda (OpenNebula's sdb, found by its SCSI address) is formatted ood-home and mounted (alice's home copied onto it); vdb is OpenNebula's vdc, found by its size"
+else fail "once /export/home is empty, sda (OpenNebula's sdb) is formatted ood-home and mounted" "$out"; fi
 if grep -q 'home-mkfs.json.*No such file' <<<"$out" && grep -q 'one-hpc: mkfs of the ood-home disk begun by this VM' <<<"$out"; then
     pass "the format record is gone after mkfs; the marker written before mkfs is still at the disk's end (mkfs -E nodiscard)"
 else fail "the format record is gone after mkfs and the marker is at the disk's end" "$out"; fi
-if [ "$(sum "$scratch_disk")" = "$blank_sum" ]; then pass "the volatile vdb (first by name) is untouched"
-else fail "the volatile vdb (first by name) is untouched"; fi
+if [ "$(sum "$scratch_disk")" = "$blank_sum" ]; then pass "the volatile vdb (OpenNebula's vdc) is untouched"
+else fail "the volatile vdb (OpenNebula's vdc) is untouched"; fi
 out=$(vm_ssh late 'findmnt -rn -o SOURCE,TARGET /export/slurm; stat -c "%n %a %u" /export/home/.one-hpc-state /export/slurm/munge.key /export/slurm/state; cat /export/slurm/state/job_state; systemctl is-active nfs-server export-slurm.mount; systemctl is-enabled export-slurm.mount')
-if grep -qF '/dev/vdc[/.one-hpc-state/slurm] /export/slurm' <<<"$out" &&
+if grep -qF '/dev/sda[/.one-hpc-state/slurm] /export/slurm' <<<"$out" &&
    grep -qx '/export/home/.one-hpc-state 700 0' <<<"$out" && grep -qx '/export/slurm/munge.key 400 0' <<<"$out" &&
    grep -qx '/export/slurm/state 700 64030' <<<"$out" && grep -qx 'the queue' <<<"$out" &&
    [ "$(grep -c '^active$' <<<"$out")" = 2 ] && grep -qx enabled <<<"$out"; then
-    pass "the root disk's Slurm state is copied onto vdc (owners and modes kept) and bind-mounted on /export/slurm; nfs-server runs again"
-else fail "the root disk's Slurm state is copied onto vdc and bind-mounted on /export/slurm" "$out"; fi
-our_uuid=$(vm_ssh late 'blkid -s UUID -o value /dev/vdc')
+    pass "the root disk's Slurm state is copied onto sda (owners and modes kept) and bind-mounted on /export/slurm; nfs-server runs again"
+else fail "the root disk's Slurm state is copied onto sda and bind-mounted on /export/slurm" "$out"; fi
+our_uuid=$(vm_ssh late 'blkid -s UUID -o value /dev/sda')
 unit_before=$(vm_ssh late 'sha256sum /etc/systemd/system/export-home.mount' | cut -d' ' -f1)
 
 # ---- 4. another ood-home disk instead: refused naming both UUIDs -----------------------------------

@@ -741,6 +741,22 @@ vm_attach_disk() {
         vm_monitor "$1" "device_add virtio-blk-pci,drive=$id,id=dev$id"
 }
 
+# vm_attach_scsi_disk NAME FILE TARGET_NUMBER: onevm disk-attach of a disk with TARGET sd<x> on
+# the running VM: FILE (raw) hot-plugged as a SCSI disk at SCSI target TARGET_NUMBER of a
+# virtio-scsi controller (added on the first call), where OpenNebula's KVM driver puts TARGET
+# sd<'a' + TARGET_NUMBER> (controller 0, bus 0, unit 0). The guest names it sda, sdb, ... in
+# the order it finds it.
+declare -A vm_scsi_controller=()
+vm_attach_scsi_disk() {
+    local id=hd$(( ntaps + ${#vm_results[@]} + $(now_ms) % 100000 ))
+    if [ -z "${vm_scsi_controller[$1]:-}" ]; then
+        vm_monitor "$1" "device_add virtio-scsi-pci,id=scsi0" || return 1
+        vm_scsi_controller[$1]=scsi0
+    fi
+    vm_monitor "$1" "drive_add 0 if=none,id=$id,file=$2,format=raw,cache=none" &&
+        vm_monitor "$1" "device_add scsi-hd,drive=$id,id=dev$id,bus=scsi0.0,channel=0,scsi-id=$3,lun=0"
+}
+
 # vm_sim_disk NAME JSON: the disk in OneGate's view of the VM (its TEMPLATE.DISK, the last one).
 vm_sim_disk() {
     local reply

@@ -454,7 +454,7 @@ TEST_F(StorageTest, OpenNebulasListAmbiguousOrSilentIsRefused) {
                                                   {"/dev/vdc", Persistent("vdc", "b")}};
   ExpectRefusedUntouched("several blank persistent datablocks");
   facts_ = std::map<std::string, disk::DiskFacts>{};  // lists no disk with that target
-  ExpectRefusedUntouched("not in OpenNebula's disk list (TARGET vdb)");
+  ExpectRefusedUntouched("not identified in OpenNebula's disk list");
 }
 
 TEST_F(StorageTest, WithoutOpenNebulasListTheContentRulesStayAndThePlanSaysSo) {
@@ -1087,6 +1087,40 @@ TEST_F(StorageOneGateTest, TheHomeDiskIsTheDatablockOneGateNames) {
   EXPECT_EQ(client_->requests_sent(), 2);
   MustConfigure();
   EXPECT_EQ(client_->requests_sent(), 4);
+}
+
+// The guest's names are not OpenNebula's (disk_identity.h): a hot-plug after a detach gave
+// the datablock the name OpenNebula uses for the volatile disk; the sizes tell them apart.
+TEST_F(StorageOneGateTest, TheDatablockIsFoundBySizeWhenTheNamesShifted) {
+  disks_.Blank("/dev/vdb", 2048ull << 20);
+  disks_.Blank("/dev/vdc", 1024ull << 20);
+  ASSERT_TRUE(sim_.AddDisk(vm_.id, {{"TARGET", "vdb"}, {"TYPE", "fs"}, {"SIZE", "1024"}}));
+  ASSERT_TRUE(sim_.AddDisk(vm_.id, {{"TARGET", "vdc"},
+                                    {"IMAGE", "ood-home"},
+                                    {"PERSISTENT", "YES"},
+                                    {"TYPE", "FILE"},
+                                    {"SIZE", "2048"}}));
+  auto r = MustConfigure();
+  EXPECT_EQ(disks_.writes, std::vector<std::string>{"/dev/vdb"});
+  EXPECT_THAT(r.run->plan.Render(), HasSubstr("TARGET vdc is /dev/vdb (its size, 2048 MiB; the "
+                                              "guest names it otherwise)"));
+}
+
+// TARGET sdb is SCSI target 1 (OpenNebula's KVM driver pins it); the guest calls it sda.
+TEST_F(StorageOneGateTest, ADatablockOnTheScsiBusIsFoundByItsAddress) {
+  disks_.Blank("/dev/sda");
+  disks_.scsi_targets["/dev/sda"] = 1;
+  disks_.Blank("/dev/vdb");
+  ASSERT_TRUE(sim_.AddDisk(vm_.id, {{"TARGET", "vdc"}, {"TYPE", "fs"}, {"SIZE", "1024"}}));
+  ASSERT_TRUE(sim_.AddDisk(vm_.id, {{"TARGET", "sdb"},
+                                    {"IMAGE", "ood-home"},
+                                    {"PERSISTENT", "YES"},
+                                    {"TYPE", "FILE"},
+                                    {"SIZE", "1024"}}));
+  auto r = MustConfigure();
+  EXPECT_EQ(disks_.writes, std::vector<std::string>{"/dev/sda"});
+  EXPECT_THAT(r.run->plan.Render(),
+              HasSubstr("persistent image 'ood-home' (TARGET sdb, found by SCSI target 1)"));
 }
 
 TEST_F(StorageOneGateTest, PortalGetsRootOnlyOnItsComputeAddress) {

@@ -50,6 +50,41 @@ class BlockDevicesImageTest : public ::testing::Test {
   std::string dir_;
 };
 
+// The device links as a q35 guest's sysfs has them (seen on the lab's VMs: virtio-blk,
+// virtio-scsi, SATA).
+TEST_F(BlockDevicesImageTest, IdentifyReadsSizeAndScsiTargetOnlyOnAScsiBus) {
+  auto link = [&](const std::string& name, const std::string& device_dir) {
+    std::filesystem::create_directories(dir_ + "/devices/" + device_dir);
+    std::filesystem::create_symlink(dir_ + "/devices/" + device_dir,
+                                    dir_ + "/sys/" + name + "/device");
+  };
+  SysDisk("vdb", "2097152");
+  link("vdb", "pci0000:00/0000:00:04.0/virtio3");
+  SysDisk("sda", "4194304");
+  link("sda", "pci0000:00/0000:00:05.0/virtio4/host2/target2:0:1/2:0:1:0");
+  SysDisk("sdb", "4194304");
+  link("sdb", "pci0000:00/0000:00:1f.2/ata1/host0/target0:0:0/0:0:0:0");
+  SysDisk("sdc", "4194304");
+  link("sdc", "pci0000:00/0000:00:05.0/virtio4/host2/target2:0:3/2:0:3:2");  // LUN 2
+  SysDisk("loop0", "2048");
+  BlkidBlockDevices devices(false, dir_ + "/sys");
+
+  auto vdb = devices.Identify("/dev/vdb");
+  ASSERT_TRUE(vdb) << vdb.error().message;
+  EXPECT_EQ(vdb->size, 1024 * kMiB);
+  EXPECT_EQ(vdb->scsi_target, -1);
+  auto sda = devices.Identify("/dev/sda");
+  ASSERT_TRUE(sda) << sda.error().message;
+  EXPECT_EQ(sda->size, 2048 * kMiB);
+  EXPECT_EQ(sda->scsi_target, 1);
+  EXPECT_EQ(devices.Identify("/dev/sdb")->scsi_target, -1) << "an ATA port is not OpenNebula's";
+  EXPECT_EQ(devices.Identify("/dev/sdc")->scsi_target, -1) << "LUN 2 is not unit 0";
+  auto loop = devices.Identify("/dev/loop0");
+  ASSERT_TRUE(loop) << loop.error().message;
+  EXPECT_EQ(loop->scsi_target, -1);
+  EXPECT_EQ(devices.Identify("/dev/vdz").error().kind, ErrorKind::kNotFound);
+}
+
 TEST_F(BlockDevicesImageTest, ListDisksSkipsVirtualAndEmptyDevices) {
   SysDisk("vdb", "2097152");
   SysDisk("vda", "41943040");
