@@ -8,6 +8,7 @@
 #include "roles/names.h"
 #include "roles/published.h"
 #include "roles/role_change.h"
+#include "roles/root_space.h"
 
 namespace onehpc {
 namespace {
@@ -183,6 +184,7 @@ ConfigureOutcome RunConfigure(const ConfigureRequest& request, SystemAdapters& s
   if (!previous) return fail(previous.error());
   std::vector<std::string> enabled_units;
   env.enabled_units = &enabled_units;
+  if (auto s = CheckRootSpace(env); !s) return fail(s.error());
   Status configured = role->Configure(env);
   if (!configured) {
     return fail(RetireAfterFailedRoleChange(env, *previous, role->Name(), enabled_units,

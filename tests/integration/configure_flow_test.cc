@@ -274,6 +274,43 @@ TEST_F(ConfigureFlowTest, OneGateDownStillConfiguresButFailsToReportReady) {
   EXPECT_EQ(ReadRoot("/etc/probe.conf"), "probe=1\n");  // ONEAPP_ROLE did not need OneGate
 }
 
+// A root file system without room: refused before the role changes anything (what breaks on
+// a full root shows up later and elsewhere: slurmctld's state, MariaDB, the homes).
+TEST_F(ConfigureFlowTest, AFullRootFileSystemIsRefusedBeforeAnyChange) {
+  UseRoot();
+  std::string answer;
+  runner_.On({"stat", "-f"}, [&](const Command& c) {
+    EXPECT_EQ(c.argv,
+              (std::vector<std::string>{"stat", "-f", "-c", "%S %b %a %d", root_.string() + "/"}));
+    return ProcessResult{0, 0, false, answer, ""};
+  });
+  // 8 GiB, 300 MiB available (4096-byte blocks), plenty of inodes.
+  answer = "4096 2097152 76800 400000\n";
+  ConfigureOutcome out = Run({});
+  EXPECT_EQ(out.exit_code, kExitFailed) << out.error;
+  EXPECT_NE(out.error.find("the root file system is full: 300 MiB of 8192 MiB and 400000 inodes "
+                           "are free (expected at least 512 MiB and 10000 inodes)"),
+            std::string::npos)
+      << out.error;
+  EXPECT_NE(sim_.UserAttr(vm_.id, "ERROR").find("the root file system is full"), std::string::npos);
+  EXPECT_EQ(sim_.UserAttr(vm_.id, "READY"), "");
+  EXPECT_EQ(ReadRoot("/etc/probe.conf"), "") << "the role ran";
+  // Inodes run out first on a root of small files.
+  answer = "4096 2097152 1000000 900\n";
+  out = Run({});
+  EXPECT_EQ(out.exit_code, kExitFailed);
+  EXPECT_NE(out.error.find("and 900 inodes are free"), std::string::npos) << out.error;
+  // Room again: configured.
+  answer = "4096 2097152 1000000 400000\n";
+  out = Run({});
+  ASSERT_EQ(out.exit_code, kExitOk) << out.error;
+  EXPECT_EQ(ReadRoot("/etc/probe.conf"), "probe=1\n");
+  EXPECT_EQ(sim_.UserAttr(vm_.id, "READY"), "YES");
+  // An answer that cannot be read is not a full disk.
+  answer = "garbage";
+  EXPECT_EQ(Run({}).exit_code, kExitOk);
+}
+
 // The portal's users (passwords) in the context of a storage VM or a worker: refused before
 // the role does anything, exit 3, and the published ERROR says what to do without the value.
 // `one-hpc follow` (the worker's timer) refuses the same way.
