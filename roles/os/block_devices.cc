@@ -339,8 +339,9 @@ Result<DiskIdentity> BlockDevices::Identify(const std::string& device) {
 }
 
 Result<DiskIdentity> BlkidBlockDevices::Identify(const std::string& device) {
-  if (device.rfind("/dev/", 0) != 0)
+  if (device.rfind("/dev/", 0) != 0) {
     return Fail(ErrorKind::kInvalidInput, "not a device: " + device);
+  }
   std::string name = device.substr(5);
   std::replace(name.begin(), name.end(), '/', '!');
   const std::string dir = sys_block_ + "/" + name;
@@ -360,8 +361,9 @@ Result<DiskIdentity> BlkidBlockDevices::Identify(const std::string& device) {
       std::sscanf(last.c_str(), "%u:%u:%u:%u%c", &host, &channel, &target, &lun, &tail) == 4;
   const bool port_addressed =
       path.find("/ata") != std::string::npos || path.find("/usb") != std::string::npos;
-  if (scsi && !port_addressed && channel == 0 && lun == 0)
+  if (scsi && !port_addressed && channel == 0 && lun == 0) {
     id.scsi_target = static_cast<int>(target);
+  }
   return id;
 }
 
