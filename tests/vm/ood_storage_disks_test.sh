@@ -85,6 +85,7 @@ else fail "the attached disks' bytes are unchanged"; fi
 # What a portal kept on the root disk's /export/slurm before this version.
 vm_ssh late 'mkdir -p /export/slurm/state && echo "the queue" > /export/slurm/state/job_state && chown -R 64030:64030 /export/slurm/state && chmod 0700 /export/slurm/state && printf "the cluster key" > /export/slurm/munge.key && chmod 0400 /export/slurm/munge.key' ||
     fail "the root disk's /export/slurm is given a portal's state"
+# shellcheck disable=SC2016  # PIPESTATUS of the guest's shell
 out=$(vm_ssh late 'mv /export/home/alice /root/alice-moved && one-hpc configure 2>&1 | grep -o "TARGET [a-z]* is /dev/[a-z]* ([^)]*)"; echo "rc=${PIPESTATUS[0]}"; blkid -o export /dev/sda; findmnt -rn -o SOURCE /export/home; ls /var/lib/one-hpc/home-mkfs.json 2>&1; tail -c 512 /dev/sda | head -c 60; echo; findmnt -rn /export/home >/dev/null && cp -a /root/alice-moved /export/home/alice && cat /export/home/alice/thesis.txt')
 if grep -q '^rc=0$' <<<"$out" && grep -q '^LABEL=ood-home$' <<<"$out" && grep -q '^/dev/sda$' <<<"$out" &&
    grep -q '^alice thesis$' <<<"$out" && grep -qF 'TARGET sdb is /dev/sda (SCSI target 1)' <<<"$out" &&
