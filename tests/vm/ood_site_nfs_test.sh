@@ -33,6 +33,11 @@
 # pwauth root:www-data 4750. (The portal that serves Open OnDemand, its stand-in, is
 # ood_scenarios_test.sh's scenario 12.)
 #
+# Against the OneGate of OpenNebula 6.10 (the simulator's 6.10 mode, vm_opennebula): every VM's
+# GET /vm carries an extra NIC entry holding only an external IP (198.51.100.x); the storage
+# VM's exports and Squid never name it, and the portal reaches the storage and site servers as
+# under 7.x. The other VM tests run against 7.x.
+#
 # Label vm-scenarios: `make test-vm` runs it, `make test` does not. Figures in
 # $ONEHPC_BINARY_DIR/ood_site_nfs-results.txt. Exit 77 (skipped) as vm_lib.sh says.
 # shellcheck disable=SC2317  # the predicates are called through wait_until
@@ -50,6 +55,7 @@ HOME_NFS=("ONEAPP_HOME_NFS_ENABLED=YES" "ONEAPP_HOME_NFS_SERVER=$SITE_IP"
 PORTAL_CTX=("ONEAPP_NFS_HOST=$STO_IP" "ONEAPP_AUTH_LOCAL_USERS=alice:alicepass1" "${HOME_NFS[@]}")
 
 vm_lab open-ondemand "$NET"
+vm_opennebula 6.10
 
 # ---- the site's NFS server (outside the service) and the storage VM, booted together ------------
 in_service=$service_id
@@ -72,6 +78,7 @@ $(vm_diagnose storage)"
 fi
 # sshd may still be starting (READY comes from one-hpc, not from sshd)
 vm_wait_ssh storage 120 || fail "storage: sshd answers within 120 s of READY"
+vm_check_external_nic storage
 if ! vm_wait_ssh site 300; then fail "site: sshd answers"; vm_report; fi
 out=$(vm_ssh storage 'exportfs -s' 2>&1)
 # (the Slurm state export waits for a portal to export to)
@@ -85,8 +92,8 @@ trusted() {  # what the storage VM trusts: its exports file and Squid's localnet
 }
 before=$(trusted 2>&1)
 if grep -q "^/export/software  *$NET.0/24(" <<<"$before" && grep -qx "acl localnet src $NET.0/24" <<<"$before" &&
-   ! grep -q "$MGMT\." <<<"$before"; then
-    pass "storage with a management NIC first: exports and Squid's localnet on the compute NIC's network $NET.0/24, never $MGMT.0/24"
+   ! grep -q "$MGMT\." <<<"$before" && ! grep -q "198\.51\.100\." <<<"$before"; then
+    pass "storage with a management NIC first: exports and Squid's localnet on the compute NIC's network $NET.0/24, never $MGMT.0/24 nor 6.10's external IP"
 else fail "storage with a management NIC first: exports and Squid's localnet on the compute network $NET.0/24" "$before"; fi
 reconfigure_log() {
     vm_ssh storage 'journalctl -b -u one-hpc-reconfigure.service -o cat --no-pager' 2>/dev/null
@@ -140,6 +147,7 @@ else
     [ -n "$grant" ] || grant=$PORTAL_IP
 fi
 vm_wait_ssh portal 120 || fail "portal: sshd answers after the failed configure"
+vm_check_external_nic portal
 
 # ---- the export fixed, the portal reconfigured through a new CONTEXT CD -------------------------
 if out=$(site_exports "$SITE_EXPORT $grant(rw,sync,no_subtree_check,no_root_squash) $NET.0/24(rw,sync,no_subtree_check,root_squash)" 2>&1) &&

@@ -633,6 +633,30 @@ new_tap() {  # new_tap: a new tap on the lab's bridge, named in $tap_made
     in_ns ip link set "$tap_made" master br0 up
 }
 
+# vm_opennebula VERSION: the simulator answers as the OneGate of OpenNebula VERSION: "7" (what
+# every VM test gets) or "6.10", whose GET /vm and GET /vms/:id append each of a VM's external
+# IPs (MONITORING's GUEST_IP, AWS_*, ...) to NIC as an entry holding an IP alone. Under 6.10
+# vm_new gives every VM such an address (198.51.100.<last octet of its own>): a role that took
+# the last NIC, or any NIC without a network, would take it.
+vm_opennebula_version=7
+vm_opennebula() {
+    local reply
+    reply=$(sim PUT /_sim/config "{\"opennebula_version\":\"$1\"}")
+    if [ "$reply" = "{}" ]; then vm_opennebula_version=$1; pass "the OneGate simulator answers as OpenNebula $1's"
+    else fail "the OneGate simulator answers as OpenNebula $1's" "$reply"; vm_abort; fi
+}
+
+# vm_check_external_nic NAME: under OpenNebula 6.10, NAME's own GET /vm (its token) carries the
+# external-IP entry in NIC: the mode is in effect for what the VM reads.
+vm_check_external_nic() {
+    local doc
+    doc=$(in_ns curl -sS --max-time 10 -H "X-ONEGATE-TOKEN: ${vm_token[$1]}" \
+        -H "X-ONEGATE-VMID: ${vm_id[$1]}" "http://$net.1:5030/vm")
+    if json_get '[n for n in d["VM"]["TEMPLATE"]["NIC"] if list(n) == ["IP"] and n["IP"].startswith("198.51.100.")][0]["IP"]' <<<"$doc" >/dev/null 2>&1; then
+        pass "$1's GET /vm has OpenNebula 6.10's NIC entry of an external IP alone"
+    else fail "$1's GET /vm has OpenNebula 6.10's NIC entry of an external IP alone" "${doc:0:400}"; fi
+}
+
 # vm_new NAME APPLIANCE ROLE IP [KEY=VALUE...]: the VM in the simulated service (a new VM id
 # and token), its MAC (from the IP), tap and CONTEXT ISO; not booted. NAME may be used again
 # for a new VM (a re-created one): it gets a new id, token and overlay.
@@ -646,7 +670,9 @@ vm_new() {
         nics="{\"ip\":\"${vm_mgmt[$name]}\",\"mac\":\"${vm_mgmt_mac[$name]}\",\"network\":\"Management\",\"network_id\":\"1\"},${nics%\}},\"name\":\"compute\"}"
         [ -n "${vm_mgmt_tap[$name]:-}" ] || { new_tap; vm_mgmt_tap[$name]=$tap_made; }
     fi
-    reply=$(sim POST /_sim/vms "{\"service_id\":$service_id,\"role\":\"$role\",\"name\":\"${role}_${idx:-0}_(service_$service_id)\",\"nics\":[$nics]}")
+    local external=""
+    [ "$vm_opennebula_version" != 6.10 ] || external=",\"external_ips\":[\"198.51.100.${ip##*.}\"]"
+    reply=$(sim POST /_sim/vms "{\"service_id\":$service_id,\"role\":\"$role\",\"name\":\"${role}_${idx:-0}_(service_$service_id)\",\"nics\":[$nics]$external}")
     vm_id[$name]=$(json_get 'd.get("id")' <<<"$reply")
     vm_token[$name]=$(json_get 'd.get("token")' <<<"$reply")
     if [ -z "${vm_id[$name]}" ] || [ -z "${vm_token[$name]}" ]; then
