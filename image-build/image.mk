@@ -46,7 +46,7 @@ IMAGE_NAME := $(IMAGE_APPLIANCE)
 IMAGE_LAYER = $(IMAGE_NAME)-deb$(IMAGE_RELEASE)-packages
 endif
 DEPS_IMAGE := packer qemu-system-x86 qemu-utils mmdebstrap extlinux syslinux-common xorriso \
-  openssh-client fdisk e2fsprogs genisoimage
+  openssh-client fdisk e2fsprogs genisoimage grub-efi-amd64-bin dosfstools mtools ovmf
 
 .PHONY: image image-base image-deps
 

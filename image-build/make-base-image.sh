@@ -1,7 +1,8 @@
 #!/bin/bash
 # make-base-image.sh - builds the Debian 12 or 13 base image that the Packer template boots
-# (vendor cloud images cannot be downloaded here): a partitioned qcow2 with a kernel, extlinux,
-# an fstab by UUID, a serial console, a root that grows to the disk's size at boot (grow-root),
+# (vendor cloud images cannot be downloaded here): a partitioned qcow2 that boots with BIOS
+# (extlinux) and with UEFI (GRUB on an EFI system partition), a kernel, an fstab by UUID, a
+# serial console, a root that grows to the disk's size at boot (grow-root),
 # systemd-networkd (DHCP unless the CONTEXT CD says otherwise), OpenSSH and context-lite
 # (root's SSH keys and static network from the OpenNebula CONTEXT CD). No cloud-init, no one-context. Only Debian packages, from the mirror the host's
 # apt sources name.
@@ -17,7 +18,7 @@
 #   --fresh         bootstrap again even if the cache matches
 #
 # Needs root (loop devices, mounts) and the packages mmdebstrap, extlinux, syslinux-common,
-# qemu-utils, e2fsprogs, fdisk. Takes 2-4 minutes (about 1 minute with a cached tarball).
+# grub-efi-amd64-bin, dosfstools, mtools, qemu-utils, e2fsprogs, fdisk. Takes 2-4 minutes (about 1 minute with a cached tarball).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -66,11 +67,14 @@ while [ $# -gt 0 ]; do
 done
 
 [ "$(id -u)" = 0 ] || die "must run as root (loop devices and mounts)"
-for tool in mmdebstrap extlinux qemu-img sfdisk losetup mkfs.ext4 blkid systemctl; do
-    command -v "$tool" >/dev/null || die "$tool not found (apt-get install mmdebstrap extlinux syslinux-common qemu-utils fdisk e2fsprogs systemd)"
+for tool in mmdebstrap extlinux qemu-img sfdisk losetup mkfs.ext4 blkid systemctl grub-mkimage \
+    mkfs.vfat mmd mcopy mdir; do
+    command -v "$tool" >/dev/null || die "$tool not found (apt-get install mmdebstrap extlinux syslinux-common grub-efi-amd64-bin dosfstools mtools qemu-utils fdisk e2fsprogs systemd)"
 done
 MBR=/usr/lib/EXTLINUX/mbr.bin
 [ -f "$MBR" ] || die "$MBR not found (apt-get install extlinux syslinux-common)"
+GRUB_EFI=/usr/lib/grub/x86_64-efi
+[ -f "$GRUB_EFI/linux.mod" ] || die "$GRUB_EFI/linux.mod not found (apt-get install grub-efi-amd64-bin)"
 case $size in *[!0-9KMGT]*|"") die "--size $size: expected a size such as 8G";; esac
 
 release=$(debian_release "$suite")
@@ -101,7 +105,10 @@ else
     log "reusing $tarball"
 fi
 
-# ---- disk: one bootable MBR partition, ext4 ------------------------------------------------
+# ---- disk: MBR; partition 1 the root (ext4, active), partition 2 the EFI system partition ----
+# The ESP (FAT, type 0xEF: UEFI firmware finds it in an MBR as in a GPT) comes first on the
+# disk, the root after it and last, so that grow-root can give the root the rest of the disk;
+# the root keeps number 1 (vda1), as in the images before the ESP.
 work=$(mktemp -d "$(dirname "$output")/.base-image.XXXXXX")
 loop=""
 mnt=$work/root
@@ -116,10 +123,12 @@ trap 'exit 1' HUP INT TERM
 
 raw=$work/disk.raw
 truncate -s "$size" "$raw"
-printf 'label: dos\nstart=2048, type=83, bootable\n' | sfdisk --quiet "$raw"
-# The partition through a loop device of its own (offset 1 MiB): partition scanning of loop
+esp_start=2048 esp_sectors=65536 root_start=67584   # 1 MiB, 32 MiB, 33 MiB
+printf 'label: dos\nstart=%s, type=83, bootable\nstart=%s, size=%s, type=ef\n' \
+    "$root_start" "$esp_start" "$esp_sectors" | sfdisk --quiet --no-reread --no-tell-kernel "$raw"
+# The partition through a loop device of its own (offset 33 MiB): partition scanning of loop
 # devices needs udev and a partitionable loop driver, which build hosts often lack.
-part_offset=$((2048 * 512))
+part_offset=$((root_start * 512))
 part_bytes=$(( $(stat -c %s "$raw") - part_offset ))
 loop=$(losetup --find --show --offset "$part_offset" --sizelimit "$part_bytes" "$raw")
 part=$loop
@@ -184,7 +193,9 @@ printf '[Journal]\nStorage=persistent\n' > "$mnt/etc/systemd/journald.conf.d/10-
 rm -rf "$mnt/var/lib/apt/lists/"* "$mnt/var/cache/apt/"*.bin
 find "$mnt/var/log" -type f -exec truncate -s 0 {} +
 
-# ---- boot loader: extlinux on the partition, syslinux MBR ---------------------------------
+# ---- boot loaders: extlinux on the root and syslinux's MBR (BIOS); GRUB on the ESP (UEFI) ---
+# Both read the kernel and initrd through the root's /vmlinuz and /initrd.img links, which
+# Debian's kernel packages keep pointing at the newest kernel: nothing to update on upgrades.
 mkdir -p "$mnt/boot/extlinux"
 cat > "$mnt/boot/extlinux/extlinux.conf" <<EOF
 # make-base-image.sh: /vmlinuz and /initrd.img follow kernel upgrades.
@@ -208,11 +219,31 @@ losetup -d "$loop"
 loop=""
 # The partition's boot sector must know where the partition starts ("hidden sectors", offset
 # 0x1C, little endian): extlinux saw a loop device at offset 0 and wrote 0.
-printf '\000\010\000\000' | dd of="$raw" bs=1 seek=$((part_offset + 0x1C)) conv=notrunc status=none
+hidden=$(printf '%08x' "$root_start")
+printf %b "\\x${hidden:6:2}\\x${hidden:4:2}\\x${hidden:2:2}\\x${hidden:0:2}" |
+    dd of="$raw" bs=1 seek=$((part_offset + 0x1C)) conv=notrunc status=none
 # The syslinux MBR: boots the active partition.
 dd if="$MBR" of="$raw" bs=440 count=1 conv=notrunc status=none
 [ "$(dd if="$raw" bs=1 skip=$((part_offset + 3)) count=8 status=none)" = SYSLINUX ] ||
     die "no SYSLINUX boot sector at the start of the partition after extlinux --install"
+
+# UEFI: the firmware runs \EFI\BOOT\BOOTX64.EFI of a FAT partition (the removable-media path:
+# no boot entry in the VM's NVRAM needed, so a fresh OVMF_VARS boots it). That file is a GRUB
+# image with its modules and this configuration built in: find the root by its UUID, boot
+# the kernel as extlinux does. Not signed: Secure Boot is not supported.
+printf '%s\n' "search --no-floppy --fs-uuid --set=root $uuid" \
+    "linux /vmlinuz root=UUID=$uuid ro console=tty0 console=ttyS0,115200n8" \
+    'initrd /initrd.img' 'boot' > "$work/grub-early.cfg"
+grub-mkimage --format=x86_64-efi --prefix=/EFI/BOOT --config="$work/grub-early.cfg" \
+    --output="$work/BOOTX64.EFI" part_msdos ext2 fat search search_fs_uuid linux boot gzio \
+    serial efi_gop normal
+truncate -s $((esp_sectors * 512)) "$work/esp.img"
+out=$(mkfs.vfat -n EFI -h "$esp_start" "$work/esp.img" 2>&1) || die "mkfs.vfat of the EFI system partition failed: $out"
+mmd -i "$work/esp.img" ::/EFI ::/EFI/BOOT
+mcopy -i "$work/esp.img" "$work/BOOTX64.EFI" ::/EFI/BOOT/BOOTX64.EFI
+dd if="$work/esp.img" of="$raw" bs=512 seek="$esp_start" conv=notrunc status=none
+mdir -i "$raw@@$((esp_start * 512))" -b ::/EFI/BOOT 2>/dev/null | grep -q 'BOOTX64.EFI$' ||
+    die "no EFI/BOOT/BOOTX64.EFI on the EFI system partition"
 
 log "writing $output"
 qemu-img convert -c -O qcow2 "$raw" "$output.tmp"

@@ -33,6 +33,9 @@
 # pwauth root:www-data 4750. (The portal that serves Open OnDemand, its stand-in, is
 # ood_scenarios_test.sh's scenario 12.)
 #
+# The portal boots with UEFI (OVMF, as FIRMWARE="UEFI" gives it), the other VMs with BIOS, from
+# the same image.
+#
 # Against the OneGate of OpenNebula 6.10 (the simulator's 6.10 mode, vm_opennebula): every VM's
 # GET /vm carries an extra NIC entry holding only an external IP (198.51.100.x); the storage
 # VM's exports and Squid never name it, and the portal reaches the storage and site servers as
@@ -134,7 +137,8 @@ else fail "site: $SITE_EXPORT exported with root_squash to $NET.0/24" "$out"; vm
 
 # ---- the portal against root_squash: the ERROR names the address to trust -----------------------
 vm_new portal open-ondemand portal "$PORTAL_IP" "${PORTAL_CTX[@]}" || vm_report
-log "booting portal (portal, VM ${vm_id[portal]}, $PORTAL_IP), homes on $SITE_IP:$SITE_EXPORT"
+log "booting portal (portal, VM ${vm_id[portal]}, $PORTAL_IP, UEFI), homes on $SITE_IP:$SITE_EXPORT"
+vm_firmware[portal]=uefi
 vm_boot portal 2048
 why=$(vm_wait_ready portal "$ready_timeout"); rc=$?
 vm_result portal_boot_to_root_squash_error_seconds "$(secs_since_ms "${boot_ms[portal]}")"
@@ -148,6 +152,7 @@ else
 fi
 vm_wait_ssh portal 120 || fail "portal: sshd answers after the failed configure"
 vm_check_external_nic portal
+vm_check_firmware portal
 
 # ---- the export fixed, the portal reconfigured through a new CONTEXT CD -------------------------
 if out=$(site_exports "$SITE_EXPORT $grant(rw,sync,no_subtree_check,no_root_squash) $NET.0/24(rw,sync,no_subtree_check,root_squash)" 2>&1) &&

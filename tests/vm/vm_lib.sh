@@ -54,6 +54,11 @@ declare -A vm_mgmt=() vm_mgmt_mac=() vm_mgmt_tap=()
 # vm_disk_size[NAME]=SIZE before vm_boot: the root disk is SIZE (qemu-img's 12G) instead of the
 # image's 8 GiB, as a template's DISK SIZE makes it; the image's grow-root fills it at boot.
 declare -A vm_disk_size=()
+# vm_firmware[NAME]=uefi before vm_boot: the VM boots with UEFI, OVMF's code read-only and a
+# copy of its empty variable store of its own, as OpenNebula's FIRMWARE="UEFI" gives a KVM VM
+# (no boot entry: the firmware finds the image's \EFI\BOOT\BOOTX64.EFI itself). Else BIOS.
+declare -A vm_firmware=()
+OVMF_CODE=/usr/share/OVMF/OVMF_CODE_4M.fd OVMF_VARS=/usr/share/OVMF/OVMF_VARS_4M.fd
 ntaps=0 tap_made=""
 declare -a vm_results=()
 
@@ -657,6 +662,16 @@ vm_check_external_nic() {
     else fail "$1's GET /vm has OpenNebula 6.10's NIC entry of an external IP alone" "${doc:0:400}"; fi
 }
 
+# vm_check_firmware NAME: NAME runs on the firmware vm_firmware[NAME] asked for (the kernel
+# was started by UEFI when /sys/firmware/efi exists), its root on the image's partition 1.
+vm_check_firmware() {
+    local want=${vm_firmware[$1]:-bios} out
+    out=$(vm_ssh "$1" 'if [ -d /sys/firmware/efi ]; then echo uefi; else echo bios; fi; findmnt -n -o SOURCE /' 2>&1)
+    if [ "$(head -n 1 <<<"$out")" = "$want" ] && grep -qx '/dev/vda1' <<<"$out"; then
+        pass "$1 booted with ${want^^} from the image (root /dev/vda1)"
+    else fail "$1 booted with ${want^^} from the image (root /dev/vda1)" "$out"; fi
+}
+
 # vm_new NAME APPLIANCE ROLE IP [KEY=VALUE...]: the VM in the simulated service (a new VM id
 # and token), its MAC (from the IP), tap and CONTEXT ISO; not booted. NAME may be used again
 # for a new VM (a re-created one): it gets a new id, token and overlay.
@@ -699,8 +714,18 @@ vm_boot() {
               -device "virtio-net-pci,netdev=n1,mac=${vm_mgmt_mac[$name]}")
     [ -f "$work/$name.qcow2" ] ||
         qemu-img create -q -f qcow2 -b "$image" -F qcow2 "$work/$name.qcow2" ${vm_disk_size[$name]:+"${vm_disk_size[$name]}"}
+    local -a firmware=()
+    if [ "${vm_firmware[$name]:-bios}" = uefi ]; then
+        if [ ! -f "$OVMF_CODE" ] || [ ! -f "$OVMF_VARS" ]; then
+            fail "$name: UEFI firmware $OVMF_CODE and $OVMF_VARS (apt-get install ovmf)"; vm_abort
+        fi
+        [ -f "$work/$name-vars.fd" ] || cp "$OVMF_VARS" "$work/$name-vars.fd"
+        firmware=(-drive "if=pflash,format=raw,readonly=on,file=$OVMF_CODE"
+                  -drive "if=pflash,format=raw,file=$work/$name-vars.fd")
+    fi
     boot_ms[$name]=$(now_ms)
     ip netns exec "$ns" qemu-system-x86_64 -name "$name" -accel "$accel" -smp "$vm_cpus" -m "$mem" \
+        "${firmware[@]}" \
         -drive "file=$work/$name.qcow2,if=virtio,format=qcow2,discard=unmap" \
         "${disks[@]}" \
         -drive "file=$work/$name-context.iso,media=cdrom,if=ide,readonly=on,id=cd0" \
