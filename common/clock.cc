@@ -1,5 +1,6 @@
 #include "common/clock.h"
 
+#include <ctime>
 #include <thread>
 
 namespace onehpc {
@@ -13,6 +14,14 @@ void RealClock::SleepFor(Duration d) {
 Clock& SystemClock() {
   static RealClock clock;
   return clock;
+}
+
+std::string UtcTimestamp(std::time_t t) {
+  std::tm utc{};
+  gmtime_r(&t, &utc);
+  char text[32];
+  std::strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return text;
 }
 
 }  // namespace onehpc

@@ -3,6 +3,8 @@
 #define ONEHPC_COMMON_CLOCK_H_
 
 #include <chrono>
+#include <ctime>
+#include <string>
 
 namespace onehpc {
 
@@ -26,6 +28,9 @@ class RealClock : public Clock {
 
 /// The process-wide real clock.
 Clock& SystemClock();
+
+/// `t` (seconds since the epoch) in UTC, ISO 8601 to the second: "2026-12-02T10:30:00Z".
+std::string UtcTimestamp(std::time_t t);
 
 }  // namespace onehpc
 

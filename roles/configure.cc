@@ -14,14 +14,7 @@ namespace onehpc {
 namespace {
 
 // Now, UTC, ISO 8601 to the second ("2026-12-02T10:30:00Z").
-std::string UtcNow() {
-  const std::time_t now = std::time(nullptr);
-  std::tm utc{};
-  gmtime_r(&now, &utc);
-  char text[32];
-  std::strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%SZ", &utc);
-  return text;
-}
+std::string UtcNow() { return UtcTimestamp(std::time(nullptr)); }
 
 void WriteStatus(SystemAdapters& sys, const ConfigureRequest& request,
                  const ConfigureOutcome& outcome) {

@@ -67,6 +67,42 @@ std::vector<UnitStatus> ParseShow(const std::string& out) {
 
 // one-hpc-configure.service, then what the last configure enabled; a timer brings its
 // service (the result of the last run is the service's).
+// The last run, from kStatusFile (and the role, when no configure recorded one).
+void ReadLastRun(const Files& files, StatusReport& report) {
+  auto text = files.ReadIfExists(kStatusFile);
+  if (!text) {
+    report.last_run_problem = text.error().message;
+    return;
+  }
+  if (!text->has_value()) return;
+  auto j = nlohmann::json::parse(**text, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) {
+    report.last_run_problem = std::string(kStatusFile) + " is not a JSON object";
+    return;
+  }
+  StatusReport::LastRun last;
+  last.result = j.value("result", "");
+  last.exit_code = j.value("exit_code", 0);
+  last.entry = j.value("entry", "");
+  last.error = j.value("error", "");
+  last.finished = j.value("finished", "");
+  if (report.role.empty()) report.role = j.value("role", "");
+  report.last_run = last;
+}
+
+// Elastic mode on (the configure enabled its timer): the last cycle's decision, from the
+// cycle's state file (no request, no Slurm call: the cycle already made them).
+void ReadElasticDecision(const std::vector<std::string>& enabled, const Files& files,
+                         StatusReport& report) {
+  if (std::find(enabled.begin(), enabled.end(), slurm::kElasticTimer) == enabled.end()) return;
+  auto state = LoadElasticState(files, kElasticStateFile);
+  if (!state) {
+    report.elastic_problem = state.error().message;
+  } else {
+    report.elastic = state->last_decision;
+  }
+}
+
 std::vector<std::string> ManagedUnits(const std::vector<std::string>& enabled) {
   std::vector<std::string> units{kConfigureUnit};
   auto add = [&](const std::string& unit) {
@@ -92,26 +128,11 @@ StatusReport CollectStatus(const StatusInputs& inputs, const Files& files, Proce
     enabled = (*record)->units;
   }
 
-  if (auto text = files.ReadIfExists(kStatusFile); !text) {
-    report.last_run_problem = text.error().message;
-  } else if (text->has_value()) {
-    auto j = nlohmann::json::parse(**text, nullptr, /*allow_exceptions=*/false);
-    if (!j.is_object()) {
-      report.last_run_problem = std::string(kStatusFile) + " is not a JSON object";
-    } else {
-      StatusReport::LastRun last;
-      last.result = j.value("result", "");
-      last.exit_code = j.value("exit_code", 0);
-      last.entry = j.value("entry", "");
-      last.error = j.value("error", "");
-      last.finished = j.value("finished", "");
-      if (report.role.empty()) report.role = j.value("role", "");
-      report.last_run = last;
-    }
-  }
+  ReadLastRun(files, report);
   if (!report.role.empty()) {
     if (auto role = MakeRole(report.role)) report.service = role->Service();
   }
+  ReadElasticDecision(enabled, files, report);
   if (report.role == ood::kPortalRole) {
     auto presence = ood::FindOpenOnDemand(files);
     report.open_ondemand = presence ? presence->Describe() : presence.error().message;
@@ -209,6 +230,23 @@ std::string ConfigureLogCommand(const std::string& entry) {
   return "the terminal it ran in (one-hpc configure by hand)";
 }
 
+namespace {
+
+// Elastic mode's section of the status ("" when elastic mode is off).
+std::string RenderElastic(const StatusReport& r) {
+  if (!r.elastic && r.elastic_problem.empty()) return "";
+  if (!r.elastic_problem.empty()) {
+    return "\nelastic mode: the last cycle's decision not read: " + r.elastic_problem + "\n";
+  }
+  if (r.elastic->lines.empty()) return "\nelastic mode: no cycle has recorded a decision yet\n";
+  std::string out = "\nelastic mode: the last cycle's decision, the same since " +
+                    UtcTimestamp(static_cast<std::time_t>(r.elastic->since)) + ":\n";
+  for (const auto& l : r.elastic->lines) out += "  " + l + "\n";
+  return out;
+}
+
+}  // namespace
+
 std::string RenderStatus(const StatusReport& r) {
   std::string out;
   auto line = [&](const std::string& text) { out += text + "\n"; };
@@ -273,6 +311,7 @@ std::string RenderStatus(const StatusReport& r) {
       }
     }
   }
+  out += RenderElastic(r);
   line("");
   line(fmt::format("cost: {} OneGate request{}, {} Slurm call{}", r.onegate_requests,
                    r.onegate_requests == 1 ? "" : "s", r.slurm_calls,
@@ -324,6 +363,15 @@ nlohmann::json StatusJson(const StatusReport& r) {
     j["reconciler"] = nullptr;
   }
   j["reconciler_problem"] = r.reconcile_problem;
+  if (r.elastic) {
+    j["elastic"] = {
+        {"decision", r.elastic->lines},
+        {"since", r.elastic->lines.empty() ? nlohmann::json(nullptr)
+                                           : nlohmann::json(UtcTimestamp(r.elastic->since))}};
+  } else {
+    j["elastic"] = nullptr;
+  }
+  j["elastic_problem"] = r.elastic_problem;
   j["cost"] = {{"onegate_requests", r.onegate_requests}, {"slurm_calls", r.slurm_calls}};
   j["exit_code"] = StatusExitCode(r);
   return j;

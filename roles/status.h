@@ -1,9 +1,10 @@
 // `one-hpc status`: what an operator looks at first on any VM of either service. It reads and
 // changes nothing: the role of the last successful configure (kRoleRecordFile) and the result
 // of the last run (kStatusFile); READY and ERROR as OneGate shows them; the units and timers
-// one-hpc manages, with their last result and next run (one `systemctl show`); and on a
-// controller or a portal the table the reconciler sees, each Slurm node with its state, the VM
-// that publishes it and what the reconciler would do (a dry-run cycle).
+// one-hpc manages, with their last result and next run (one `systemctl show`); on a controller
+// or a portal the table the reconciler sees, each Slurm node with its state, the VM that
+// publishes it and what the reconciler would do (a dry-run cycle); and, with elastic mode on,
+// the last elastic cycle's decision and since when it stands (from the cycle's state file).
 //
 // Cost, whatever the number of workers: one OneGate request (GET /vm on a worker or a storage
 // VM; GET /service?extended=true on a controller or a portal, which the dry-run cycle reuses),
@@ -20,6 +21,7 @@
 #include "context/onegate.h"
 #include "roles/os/files.h"
 #include "roles/os/process.h"
+#include "roles/slurm/elastic_cycle.h"
 #include "roles/slurm/reconcile.h"
 
 namespace onehpc {
@@ -77,6 +79,11 @@ struct StatusReport {
   /// Controller and portal: the reconciler's dry-run cycle.
   std::optional<ReconcileReport> reconcile;
   std::string reconcile_problem;
+
+  /// Elastic mode on (its timer among the units the configure enabled): what the last cycle
+  /// decided (no lines: no cycle has run yet).
+  std::optional<ElasticDecisionRecord> elastic;
+  std::string elastic_problem;  ///< the cycle's state file cannot be read
 
   int onegate_requests = 0;
   int slurm_calls = 0;

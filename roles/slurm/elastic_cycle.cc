@@ -51,6 +51,24 @@ bool Leaving(const VmInfo& vm) {
   }
 }
 
+// The state of a VM the operator parked or lost (POWEROFF, STOPPED, SUSPENDED, UNDEPLOYED,
+// UNKNOWN); "" for any other (running, booting, or on its way out after a terminate).
+std::string ParkedState(const VmInfo& vm) {
+  switch (vm.state) {
+    case 4:
+      return "STOPPED";
+    case 5:
+      return "SUSPENDED";
+    case 8:
+      return "POWEROFF";
+    case 9:
+      return "UNDEPLOYED";
+    default:
+      break;
+  }
+  return vm.state == kVmStateActive && vm.lcm_state == 16 ? "UNKNOWN" : "";
+}
+
 // Why OneFlow does not scale a service in `state` (oneflow.md section 5; OneFlow's
 // ServiceLCM#scale_action accepts RUNNING only). In WARNING, which VMs keep it there: one VM of
 // any role powered off or lost stops every scale-up until the operator resumes or terminates
@@ -144,6 +162,70 @@ std::string Describe(const Action& a, const std::string& role) {
   return a.reason;
 }
 
+// The lines `one-hpc status` shows for a cycle that decided: each action as it went (or that
+// nothing changes), then the role's parked or lost VMs, which the cycle leaves alone.
+std::vector<std::string> DecisionLines(const ElasticReport& report, const ServiceRole& role,
+                                       size_t registered) {
+  std::vector<std::string> lines;
+  for (const auto& o : report.outcomes) {
+    std::string line = Describe(o.action, role.name);
+    if (o.failed) {
+      line += " -- FAILED: " + o.note;
+    } else if (!o.note.empty()) {
+      line += " (" + o.note + ")";
+    }
+    lines.push_back(std::move(line));
+  }
+  if (lines.empty()) {
+    lines.push_back(fmt::format("no change: {} worker VM(s), {} registered, {} pending job(s)",
+                                report.snapshot.workers.size(), registered,
+                                report.snapshot.pending.size()));
+  }
+  std::vector<std::string> parked;
+  for (const auto& node : role.nodes) {
+    const std::string state = node.vm ? ParkedState(*node.vm) : "";
+    if (!state.empty()) parked.push_back(fmt::format("VM {} is {}", node.vm_id, state));
+  }
+  if (!parked.empty()) {
+    lines.push_back(fmt::format(
+        "not counted as capacity and never terminated by the cycle: {}; the operator resumes "
+        "(onevm resume) or terminates (onevm terminate) it",
+        fmt::join(parked, ", ")));
+  }
+  return lines;
+}
+
+// The ERROR of this VM, as the service document shows it (no extra request).
+std::optional<std::string> OwnError(const ServiceInfo& service, const std::string& vmid) {
+  for (const auto& r : service.roles) {
+    for (const auto& n : r.nodes) {
+      if (!n.vm || std::to_string(n.vm_id) != vmid) continue;
+      if (auto it = n.vm->user_template.find("ERROR"); it != n.vm->user_template.end()) {
+        return it->second;
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+// Our ERROR goes once replacing is allowed again (a worker registered, or the count was
+// reset); an ERROR that is not ours (a failed configure) is left alone.
+void EraseOwnError(OneGateClient& onegate, Files& files, const std::optional<std::string>& error,
+                   const std::string& pfx) {
+  if (!error || !error->starts_with(kElasticErrorPrefix)) return;
+  if (auto e = EraseRecorded(onegate, files, "ERROR"); !e) {
+    log::Warn("{}could not erase its ERROR: {}", pfx, e.error().message);
+  } else {
+    log::Info("{}ERROR erased: workers register again", pfx);
+  }
+}
+
+void RecordDecision(ElasticState& state, std::vector<std::string> lines, long long now) {
+  if (lines == state.last_decision.lines && state.last_decision.since > 0) return;
+  state.last_decision.lines = std::move(lines);
+  state.last_decision.since = now;
+}
+
 }  // namespace
 
 int ElasticReport::failures() const {
@@ -152,7 +234,7 @@ int ElasticReport::failures() const {
   return n;
 }
 
-Result<ElasticState> LoadElasticState(Files& files, const std::string& path) {
+Result<ElasticState> LoadElasticState(const Files& files, const std::string& path) {
   auto text = files.ReadIfExists(path);
   if (!text) return Fail(text.error());
   ElasticState state;
@@ -193,6 +275,16 @@ Result<ElasticState> LoadElasticState(Files& files, const std::string& path) {
       if (when.is_number_integer()) state.ready_since[job] = when.get<long long>();
     }
   }
+  if (auto it = j.find("last_decision"); it != j.end() && it->is_object()) {
+    if (auto since = it->find("since"); since != it->end() && since->is_number_integer()) {
+      state.last_decision.since = since->get<long long>();
+    }
+    if (auto lines = it->find("lines"); lines != it->end() && lines->is_array()) {
+      for (const auto& l : *lines) {
+        if (l.is_string()) state.last_decision.lines.push_back(l.get<std::string>());
+      }
+    }
+  }
   return state;
 }
 
@@ -202,12 +294,15 @@ Status SaveElasticState(Files& files, const std::string& path, const ElasticStat
     for (const auto& [vm, when] : times) o[std::to_string(vm)] = when;
     return o;
   };
-  nlohmann::json j = {{"consecutive_boot_failures", state.consecutive_boot_failures},
-                      {"registered_vms", state.registered_vms},
-                      {"running_since", by_vm(state.running_since)},
-                      {"last_registered", by_vm(state.last_registered)},
-                      {"told_jobs", state.told_jobs},
-                      {"ready_since", state.ready_since}};
+  nlohmann::json j = {
+      {"consecutive_boot_failures", state.consecutive_boot_failures},
+      {"registered_vms", state.registered_vms},
+      {"running_since", by_vm(state.running_since)},
+      {"last_registered", by_vm(state.last_registered)},
+      {"told_jobs", state.told_jobs},
+      {"ready_since", state.ready_since},
+      {"last_decision",
+       {{"lines", state.last_decision.lines}, {"since", state.last_decision.since}}}};
   std::string text = j.dump(2) + "\n";
   auto same = files.ReadIfExists(path);
   if (same && *same && **same == text) return Ok();
@@ -432,14 +527,22 @@ Result<ElasticReport> RunElastic(const ElasticOptions& options, OneGateClient& o
   const long long now = epoch();
   ElasticReport report;
   const std::string pfx = options.dry_run ? "elastic (dry run): " : "elastic: ";
+  auto state = LoadElasticState(files, options.state_file);
+  if (!state) return Fail(state.error().WithContext("elastic: reading its state"));
+  auto save = [&]() {
+    if (auto s = SaveElasticState(files, options.state_file, *state); !s) {
+      log::Warn("{}could not save its state: {}", pfx, s.error().message);
+    }
+  };
   auto skip = [&](std::string why) {
     report.skipped = std::move(why);
     log::Warn("{}no change this cycle: {}", pfx, report.skipped);
+    if (!options.dry_run) {
+      RecordDecision(*state, {"no change this cycle: " + report.skipped}, now);
+      save();
+    }
     return report;
   };
-
-  auto state = LoadElasticState(files, options.state_file);
-  if (!state) return Fail(state.error().WithContext("elastic: reading its state"));
 
   slurm::SlurmClientOptions client_options;
   client_options.slurm_conf = options.slurm_conf;
@@ -490,17 +593,7 @@ Result<ElasticReport> RunElastic(const ElasticOptions& options, OneGateClient& o
   report.snapshot = WithReadyJobs(*snapshot, now, *state);
   const std::vector<Action> actions = elastic::Decide(options.limits, report.snapshot);
 
-  // The ERROR of this VM, as the service document shows it (no extra request).
-  std::optional<std::string> own_error;
-  for (const auto& r : service->roles) {
-    for (const auto& n : r.nodes) {
-      if (n.vm && std::to_string(n.vm_id) == onegate.vmid()) {
-        if (auto it = n.vm->user_template.find("ERROR"); it != n.vm->user_template.end()) {
-          own_error = it->second;
-        }
-      }
-    }
-  }
+  const std::optional<std::string> own_error = OwnError(*service, onegate.vmid());
 
   bool stop_replacing = false;
   bool node_changes = false;
@@ -617,15 +710,7 @@ Result<ElasticReport> RunElastic(const ElasticOptions& options, OneGateClient& o
   }
 
   if (!options.dry_run) {
-    // Our ERROR goes once replacing is allowed again (a worker registered, or the count was
-    // reset); an ERROR that is not ours (a failed configure) is left alone.
-    if (!stop_replacing && own_error && own_error->starts_with(kElasticErrorPrefix)) {
-      if (auto e = EraseRecorded(onegate, files, "ERROR"); !e) {
-        log::Warn("{}could not erase its ERROR: {}", pfx, e.error().message);
-      } else {
-        log::Info("{}ERROR erased: workers register again", pfx);
-      }
-    }
+    if (!stop_replacing) EraseOwnError(onegate, files, own_error, pfx);
     if (node_changes && clock.Now() - start <= options.budget + Duration(10000)) {
       VerifyNodeChanges(client, report, pfx);
     }
@@ -635,9 +720,10 @@ Result<ElasticReport> RunElastic(const ElasticOptions& options, OneGateClient& o
       if (pending_ids.count(id)) still.insert(id);
     }
     state->told_jobs = std::move(still);
-    if (auto s = SaveElasticState(files, options.state_file, *state); !s) {
-      log::Warn("{}could not save its state: {}", pfx, s.error().message);
-    }
+    RecordDecision(*state,
+                   DecisionLines(report, *service->FindRole(options.role), registered_now.size()),
+                   now);
+    save();
   }
   finish();
   int done = 0;

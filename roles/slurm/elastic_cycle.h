@@ -20,8 +20,9 @@
 // changes nothing. Cost per cycle, whatever the number of workers: 1 OneGate request and 2
 // Slurm calls to read, then one call per change (and one read of the node before each
 // terminate), and one `scontrol -o show nodes` to verify drains and resumes.
-// The count of failed boots in a row and the jobs already told are kept in a small state
-// file between cycles (written atomically).
+// The count of failed boots in a row, the jobs already told and the last cycle's decision (what
+// `one-hpc status` shows) are kept in a small state file between cycles (written atomically,
+// and only when something in it changed).
 #ifndef ONEHPC_ROLES_SLURM_ELASTIC_CYCLE_H_
 #define ONEHPC_ROLES_SLURM_ELASTIC_CYCLE_H_
 
@@ -81,6 +82,14 @@ struct ElasticOptions {
 bool ConsumeTheKick(const ElasticOptions& options, Clock& clock, Files& files,
                     const std::function<long long()>& now);
 
+/// The last cycle's decision as `one-hpc status` shows it: one line per action, or why nothing
+/// was decided, and the VMs of the role the cycle leaves to the operator. `since`: when the
+/// first cycle that decided exactly these lines ran (seconds since the epoch).
+struct ElasticDecisionRecord {
+  std::vector<std::string> lines;
+  long long since = 0;
+};
+
 /// What the cycle keeps between runs.
 struct ElasticState {
   int consecutive_boot_failures = 0;
@@ -92,8 +101,9 @@ struct ElasticState {
   std::set<std::string> told_jobs;  ///< jobs too large whose AdminComment says so
   /// Pending job id -> since when enough usable idle nodes have stood ready for it.
   std::map<std::string, long long> ready_since;
+  ElasticDecisionRecord last_decision;
 };
-Result<ElasticState> LoadElasticState(Files& files, const std::string& path);
+Result<ElasticState> LoadElasticState(const Files& files, const std::string& path);
 Status SaveElasticState(Files& files, const std::string& path, const ElasticState& state);
 
 /// One action as it went.

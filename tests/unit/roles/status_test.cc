@@ -140,6 +140,47 @@ TEST_F(StatusTest, AControllerShowsItsUnitsAndTheReconcilersTableWithOneOneGateR
   EXPECT_EQ(j["exit_code"], 0);
 }
 
+// With elastic mode on, the last cycle's decision and since when it stands, read from the
+// cycle's state file at no extra request; without it (its timer not enabled), no such section.
+TEST_F(StatusTest, AControllerInElasticModeShowsTheLastCyclesDecision) {
+  int service = sim_.CreateService("OneSlurm",
+                                   {fakes::SimRole("controller", 1), fakes::SimRole("worker", 0)});
+  auto controller = sim_.AddVm(service, "controller");
+  SystemctlShows("");
+  Configured("controller", {"munge.service", slurm::kElasticTimer, "slurmctld.service"}, 0);
+  StatusReport none = Collect(controller);
+  ASSERT_TRUE(none.elastic);
+  EXPECT_THAT(RenderStatus(none),
+              HasSubstr("elastic mode: no cycle has recorded a decision yet\n"));
+
+  ElasticState state;
+  state.last_decision.lines = {
+      "wait: 1 job(s) (7) wait for 2 node(s); 0 idle, 0 booting, 0 to be "
+      "created: the service is in WARNING",
+      "not counted as capacity and never terminated by the cycle: VM 4 "
+      "is POWEROFF"};
+  state.last_decision.since = 1796637600;  // 2026-12-07T10:00:00Z
+  ASSERT_TRUE(SaveElasticState(*m_.files, kElasticStateFile, state));
+  StatusReport r = Collect(controller);
+  ASSERT_TRUE(r.elastic);
+  EXPECT_EQ(r.elastic->lines, state.last_decision.lines);
+  EXPECT_EQ(r.onegate_requests, 1) << "the decision costs no request";
+  std::string text = RenderStatus(r);
+  EXPECT_THAT(text, HasSubstr("elastic mode: the last cycle's decision, the same since "
+                              "2026-12-07T10:00:00Z:\n  wait: 1 job(s) (7) wait for 2 node(s)"));
+  EXPECT_THAT(text, HasSubstr("\n  not counted as capacity and never terminated by the cycle: "
+                              "VM 4 is POWEROFF\n"));
+  auto j = StatusJson(r);
+  EXPECT_EQ(j["elastic"]["since"], "2026-12-07T10:00:00Z");
+  EXPECT_EQ(j["elastic"]["decision"].size(), 2u);
+
+  Configured("controller", {"munge.service", "slurmctld.service"}, 0);  // elastic mode off again
+  StatusReport off = Collect(controller);
+  EXPECT_FALSE(off.elastic);
+  EXPECT_THAT(RenderStatus(off), Not(HasSubstr("elastic mode")));
+  EXPECT_TRUE(StatusJson(off)["elastic"].is_null());
+}
+
 TEST_F(StatusTest, AWorkerWhoseConfigureFailedShowsTheErrorAndAFailedUnitAndExitsOne) {
   int service = sim_.CreateService("OneSlurm",
                                    {fakes::SimRole("controller", 1), fakes::SimRole("worker", 1)});

@@ -65,6 +65,15 @@ class ElasticCycleTest : public ::testing::Test {
     slurm_.log.clear();
     return RunElastic(o, client, machine_.runner, machine_.clock, *machine_.files);
   }
+  ElasticDecisionRecord LastDecision() {
+    auto state = LoadElasticState(*machine_.files, kElasticStateFile);
+    EXPECT_TRUE(state) << state.error().message;
+    return state ? state->last_decision : ElasticDecisionRecord{};
+  }
+  std::string StateFile() {
+    auto text = machine_.files->ReadIfExists(kElasticStateFile);
+    return text && *text ? **text : "";
+  }
   static std::vector<Kind> Kinds(const ElasticReport& r) {
     std::vector<Kind> out;
     for (const auto& o : r.outcomes) out.push_back(o.action.kind);
@@ -358,6 +367,51 @@ TEST_F(ElasticCycleTest, APoweredOffWorkerIsTheOperatorsAndNeverAFailedBoot) {
   EXPECT_TRUE(sim_.Terminations().empty());
   EXPECT_EQ(r->snapshot.workers.size(), 1u);
   EXPECT_EQ(r->snapshot.leaving_vms, 1);
+  // What `one-hpc status` shows: nothing to change, and the VM left to the operator.
+  EXPECT_EQ(LastDecision().lines,
+            (std::vector<std::string>{
+                "no change: 1 worker VM(s), 1 registered, 0 pending job(s)",
+                "not counted as capacity and never terminated by the cycle: VM " +
+                    std::to_string(parked) +
+                    " is POWEROFF; the operator resumes (onevm resume) or terminates (onevm "
+                    "terminate) it"}));
+}
+
+// The last decision, as `one-hpc status` shows it: each action as it went, or why nothing was
+// decided, with the time of the first cycle that decided exactly that.
+TEST_F(ElasticCycleTest, TheLastDecisionIsKeptWithTheTimeItFirstStood) {
+  AddWorker("w1");
+  slurm_.nodes["w1"].base = "ALLOCATED";
+  slurm_.pending = {{"7", "Resources", 2}};
+  ASSERT_EQ(sim_.SetCardinality(service_, "worker", 1), true);
+  ASSERT_TRUE(Run());
+  ElasticDecisionRecord grown = LastDecision();
+  ASSERT_EQ(grown.lines.size(), 1u);
+  EXPECT_THAT(grown.lines[0],
+              ::testing::StartsWith("grow role worker to 3 VMs: 1 job(s) (7) wait"));
+  EXPECT_EQ(grown.since, now_);
+  // The two VMs asked for are still to be created: the next cycles change nothing, and say
+  // so from the first of them on.
+  shift_ = 10;
+  ASSERT_TRUE(Run());
+  const std::vector<std::string> nothing = {
+      "no change: 1 worker VM(s), 1 registered, 1 pending job(s)"};
+  EXPECT_EQ(LastDecision().lines, nothing);
+  EXPECT_EQ(LastDecision().since, now_ + 10);
+  shift_ = 70;
+  ASSERT_TRUE(Run());
+  EXPECT_EQ(LastDecision().lines, nothing);
+  EXPECT_EQ(LastDecision().since, now_ + 10) << "the same decision: the time it first stood";
+  // A cycle that decides nothing says why.
+  sim_.InjectFault(fakes::SimFault(sim::FaultKind::kStatus, 500, "Internal error"));
+  shift_ = 130;
+  ASSERT_TRUE(Run());
+  ElasticDecisionRecord skipped = LastDecision();
+  ASSERT_EQ(skipped.lines.size(), 1u);
+  EXPECT_THAT(skipped.lines[0],
+              ::testing::StartsWith("no change this cycle: OneGate GET /service?extended=true "
+                                    "failed: "));
+  EXPECT_EQ(skipped.since, now_ + 130);
 }
 
 // One worker powered off puts the service in WARNING (the simulator, as OneFlow's role
@@ -428,12 +482,15 @@ TEST_F(ElasticCycleTest, OneGateTroubleOrADryRunChangesNothing) {
   ASSERT_TRUE(failed);
   EXPECT_THAT(failed->skipped, HasSubstr("GET /service?extended=true failed"));
   EXPECT_TRUE(slurm_.log.empty());
+  const std::string state = StateFile();  // the skipped cycle's decision, for `one-hpc status`
+  EXPECT_THAT(state, HasSubstr("no change this cycle"));
   sim_.ClearFaults();
+  shift_ = 60;
   auto dry = Run(true);
   ASSERT_TRUE(dry) << dry.error().message;
   EXPECT_EQ(Kinds(*dry), std::vector<Kind>{Kind::kDrain});
   EXPECT_TRUE(slurm_.log.empty());
-  EXPECT_FALSE(machine_.files->Exists(kElasticStateFile)) << "a dry run writes no state";
+  EXPECT_EQ(StateFile(), state) << "a dry run writes no state";
 }
 
 TEST_F(ElasticCycleTest, ACycleReadsWithOneOneGateRequestAndTwoSlurmCallsWhateverTheWorkers) {
