@@ -11,20 +11,20 @@ namespace onehpc {
 
 std::optional<RootSpace> ParseRootSpace(const std::string& stat_output) {
   std::istringstream in(stat_output);
-  long long block = 0, blocks = 0, avail = 0, inodes = 0;
+  long long block = 0, blocks = 0, avail = 0, inodes = 0, free_inodes = 0;
   std::string rest;
-  if (!(in >> block >> blocks >> avail >> inodes) || (in >> rest) || block <= 0 || blocks <= 0 ||
-      avail < 0 || inodes < 0) {
+  if (!(in >> block >> blocks >> avail >> inodes >> free_inodes) || (in >> rest) || block <= 0 ||
+      blocks <= 0 || avail < 0 || inodes < 0 || free_inodes < 0) {
     return std::nullopt;
   }
   constexpr long long kMiB = 1024 * 1024;
-  return RootSpace{blocks * block / kMiB, avail * block / kMiB, inodes};
+  return RootSpace{blocks * block / kMiB, avail * block / kMiB, inodes, free_inodes};
 }
 
 Status CheckRootSpace(RoleEnv& env) {
   Command c;
-  // Block size, blocks, blocks available to unprivileged users, free inodes.
-  c.argv = {"stat", "-f", "-c", "%S %b %a %d", env.files.HostPath("/")};
+  // Block size, blocks, blocks available to unprivileged users, inodes, free inodes.
+  c.argv = {"stat", "-f", "-c", "%S %b %a %c %d", env.files.HostPath("/")};
   c.timeout = Duration(10000);
   auto r = env.runner.Run(c);
   std::optional<RootSpace> space;
@@ -34,7 +34,8 @@ Status CheckRootSpace(RoleEnv& env) {
               r ? (r->ok() ? "'" + r->out + "'" : ProcessText(*r)) : r.error().message);
     return Ok();
   }
-  if (space->avail_mib < kMinRootFreeMib || space->free_inodes < kMinRootFreeInodes) {
+  const bool few_inodes = space->total_inodes > 0 && space->free_inodes < kMinRootFreeInodes;
+  if (space->avail_mib < kMinRootFreeMib || few_inodes) {
     return Fail(
         ErrorKind::kIo,
         fmt::format("the root file system is full: {} MiB of {} MiB and {} inodes are free "

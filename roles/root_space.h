@@ -23,10 +23,12 @@ inline constexpr long long kMinRootFreeInodes = 10000;
 struct RootSpace {
   long long total_mib = 0;
   long long avail_mib = 0;
+  /// 0 for a file system without a fixed count of inodes (btrfs): no inode floor then.
+  long long total_inodes = 0;
   long long free_inodes = 0;
 };
 
-/// `stat -f -c "%S %b %a %d"` output -> RootSpace; nullopt when it is not four numbers.
+/// `stat -f -c "%S %b %a %c %d"` output -> RootSpace; nullopt when it is not five numbers.
 std::optional<RootSpace> ParseRootSpace(const std::string& stat_output);
 
 /// kIo naming the room there is when the root file system has less than kMinRootFreeMib

@@ -280,12 +280,12 @@ TEST_F(ConfigureFlowTest, AFullRootFileSystemIsRefusedBeforeAnyChange) {
   UseRoot();
   std::string answer;
   runner_.On({"stat", "-f"}, [&](const Command& c) {
-    EXPECT_EQ(c.argv,
-              (std::vector<std::string>{"stat", "-f", "-c", "%S %b %a %d", root_.string() + "/"}));
+    EXPECT_EQ(c.argv, (std::vector<std::string>{"stat", "-f", "-c", "%S %b %a %c %d",
+                                                root_.string() + "/"}));
     return ProcessResult{0, 0, false, answer, ""};
   });
   // 8 GiB, 300 MiB available (4096-byte blocks), plenty of inodes.
-  answer = "4096 2097152 76800 400000\n";
+  answer = "4096 2097152 76800 524288 400000\n";
   ConfigureOutcome out = Run({});
   EXPECT_EQ(out.exit_code, kExitFailed) << out.error;
   EXPECT_NE(out.error.find("the root file system is full: 300 MiB of 8192 MiB and 400000 inodes "
@@ -296,12 +296,16 @@ TEST_F(ConfigureFlowTest, AFullRootFileSystemIsRefusedBeforeAnyChange) {
   EXPECT_EQ(sim_.UserAttr(vm_.id, "READY"), "");
   EXPECT_EQ(ReadRoot("/etc/probe.conf"), "") << "the role ran";
   // Inodes run out first on a root of small files.
-  answer = "4096 2097152 1000000 900\n";
+  answer = "4096 2097152 1000000 524288 900\n";
   out = Run({});
   EXPECT_EQ(out.exit_code, kExitFailed);
   EXPECT_NE(out.error.find("and 900 inodes are free"), std::string::npos) << out.error;
+  // A file system that counts no inodes (btrfs: 0 of 0) has no inode floor.
+  answer = "4096 2097152 1000000 0 0\n";
+  out = Run({});
+  ASSERT_EQ(out.exit_code, kExitOk) << out.error;
   // Room again: configured.
-  answer = "4096 2097152 1000000 400000\n";
+  answer = "4096 2097152 1000000 524288 400000\n";
   out = Run({});
   ASSERT_EQ(out.exit_code, kExitOk) << out.error;
   EXPECT_EQ(ReadRoot("/etc/probe.conf"), "probe=1\n");
