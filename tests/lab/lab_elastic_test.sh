@@ -13,8 +13,8 @@
 #      loads one-hpc's job_submit.lua;
 #   2  a job asking for 3 nodes is submitted; with no cycle started by the test, the worker
 #      role's cardinality is 3 in OneGate within 10 s (figure: submitted to cardinality raised);
-#      the two new workers boot and the job runs on 3 nodes (figure: job submitted to job
-#      running);
+#      `one-hpc status` on the controller shows the last cycle's decision; the two new workers
+#      boot and the job runs on 3 nodes (figure: job submitted to job running);
 #   3  a job runs on the first worker; after the idle limit the next cycle drains the two
 #      others with "one-hpc elastic: idle", the cycle after terminates exactly their VMs; their
 #      nodes leave Slurm, the role's cardinality is 1 again and the job is still running;
@@ -131,6 +131,10 @@ phase2_grow() {
     sed 's/^/    | /' "$BOOTLAB_DIR/logs/elastic.last"
     check "the decision is logged with its reason" grep -qF "grow role worker to 3 VMs: 1 job(s) ($job) wait for 3 node(s)" "$BOOTLAB_DIR/logs/elastic.last"
     check "the cycle consumed the kick" eq "$(ctl test -e /run/one-hpc-elastic/kick && echo left)" ""
+    # (the timer's cycle may have run since: which decision status shows is not checked here)
+    ctl one-hpc status > "$BOOTLAB_DIR/logs/status.elastic" 2>&1
+    sed -n '/^elastic mode/,/^$/s/^/    | /p' "$BOOTLAB_DIR/logs/status.elastic"
+    check "one-hpc status shows the last elastic cycle's decision" grep -q "^elastic mode: the last cycle's decision, the same since 20[0-9-]*T[0-9:]*Z:$" "$BOOTLAB_DIR/logs/status.elastic"
     # OneFlow creates the two VMs, with the controller's VM id as the service template wires it
     # (it resolves ${controller.vm.id}; w1 above has no such value: the role's list); they boot.
     new_slurm_vm w2 worker ONEAPP_SLURM_JOIN_TIMEOUT=120 "ONEAPP_SLURM_CONTROLLER_VM_ID=${VMID[ctl]}" || return 1
