@@ -11,7 +11,7 @@
 #      comes from templates/vm/oneslurm.tmpl and the role's wiring. The image has no
 #      one-context: the context exists only on the CD;
 #   4. checks: the controller, given a 12 GiB disk, has a 12 GiB root (grow-root), worker1
-#      keeps the image's 8 GiB; each VM publishes READY=YES (not ERROR); both workers are idle in the
+#      keeps the image's 8 GiB; worker2 boots with UEFI (OVMF) from the same image; each VM publishes READY=YES (not ERROR); both workers are idle in the
 #      controller's sinfo and `srun -N2 hostname` runs on both; the munge key each worker got
 #      from the controller's key server is in no OneGate document and on no CONTEXT CD;
 #      `one-hpc rotate-munge-key` on the controller: both workers have the new key within
@@ -100,8 +100,10 @@ if grep -q "already ends at the disk's end" <<<"$kept"; then
 else
     fail "worker1: grow-root leaves the root of a disk of the image's size as it is" "$kept"
 fi
+vm_firmware[worker2]=uefi  # the same image with UEFI: OVMF, as FIRMWARE="UEFI" gives a KVM VM
 vm_start worker2 oneslurm worker 10.79.0.13 1536 "" || vm_report
 wait_idle worker2
+vm_check_firmware worker2
 
 # ---- 4. Slurm: srun on both nodes -----------------------------------------------------------------
 out=$(ctl timeout 100 srun -N2 hostname 2>&1 | sort)

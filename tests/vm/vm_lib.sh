@@ -14,14 +14,16 @@
 # changes (what the .deb installs, the install steps, the Packer template, the base image).
 # ONEHPC_KVM_IMAGE=FILE reuses a built image; ONEHPC_DEB=FILE uses that .deb;
 # ONEHPC_KVM_ACCEL=kvm|tcg forces the accelerator; ONEHPC_VM_TESTS=0 skips (exit 77).
-# ONEHPC_VM_CPUS: vCPUs per VM (default 2). `make test-vm` sets 1: it runs two VM tests at
+# ONEHPC_VM_CPUS: vCPUs per VM (default 1, as `make test` and `make test-vm` set it too).
+# `make test-vm` runs two VM tests at
 # once, often 6 VMs on 2 cores, and under TCG a guest's second vCPU then mostly waits for the
 # first (spinlocks, IPIs) while it is not running. Measured under TCG on this 2-core host: 3
 # workers booted together reached READY in 122 s with 1 vCPU each, 150 s with 2; a lone
 # controller takes 54 s with 1, 38 s with 2 (`make test` sets 1 too: the smoke runs beside a
 # build). A Debian 13 guest (kernel 6.12) with 2 vCPUs under TCG once died 1 s into its boot
-# with an "Oops: int3" in the kernel's own code (2026-12-07, once in about ten such boots; not
-# seen with 1 vCPU).
+# with an "Oops: int3" in the kernel's own code (2026-12-07, once in about ten such boots, and
+# again in a direct run of oneslurm_scenarios the same day; not seen with 1 vCPU): a direct run
+# of a VM test therefore gets 1 vCPU per VM too.
 # Packer's build VM gets as many (PKR_VAR_cpus, the template's `cpus`; not part of the image
 # key: the image does not depend on it): a build VM with 2 vCPUs built beside another VM test
 # once hung in the guest kernel (a soft lockup of ksoftirqd in virtio-net's receive path).
@@ -92,7 +94,7 @@ vm_begin() {
         ""|kvm|tcg) ;;
         *) vm_skip "ONEHPC_KVM_ACCEL must be kvm or tcg, not '$ONEHPC_KVM_ACCEL'";;
     esac
-    vm_cpus=${ONEHPC_VM_CPUS:-2}
+    vm_cpus=${ONEHPC_VM_CPUS:-1}
     case $vm_cpus in
         [1-8]) ;;
         *) echo "FAIL ONEHPC_VM_CPUS must be a number of vCPUs from 1 to 8, not '$ONEHPC_VM_CPUS'"; exit 1;;
