@@ -65,8 +65,6 @@ std::vector<UnitStatus> ParseShow(const std::string& out) {
   return units;
 }
 
-// one-hpc-configure.service, then what the last configure enabled; a timer brings its
-// service (the result of the last run is the service's).
 // The last run, from kStatusFile (and the role, when no configure recorded one).
 void ReadLastRun(const Files& files, StatusReport& report) {
   auto text = files.ReadIfExists(kStatusFile);
@@ -103,6 +101,8 @@ void ReadElasticDecision(const std::vector<std::string>& enabled, const Files& f
   }
 }
 
+// one-hpc-configure.service, then what the last configure enabled; a timer brings its
+// service (the result of the last run is the service's).
 std::vector<std::string> ManagedUnits(const std::vector<std::string>& enabled) {
   std::vector<std::string> units{kConfigureUnit};
   auto add = [&](const std::string& unit) {

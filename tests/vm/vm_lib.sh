@@ -15,9 +15,9 @@
 # ONEHPC_KVM_IMAGE=FILE reuses a built image; ONEHPC_DEB=FILE uses that .deb;
 # ONEHPC_KVM_ACCEL=kvm|tcg forces the accelerator; ONEHPC_VM_TESTS=0 skips (exit 77).
 # ONEHPC_VM_CPUS: vCPUs per VM (default 1, as `make test` and `make test-vm` set it too).
-# `make test-vm` runs two VM tests at
-# once, often 6 VMs on 2 cores, and under TCG a guest's second vCPU then mostly waits for the
-# first (spinlocks, IPIs) while it is not running. Measured under TCG on this 2-core host: 3
+# `make test-vm` runs two VM tests at once, often 6 VMs on 2 cores, and under TCG a guest's
+# second vCPU then mostly waits for the first (spinlocks, IPIs) while it is not running.
+# Measured under TCG on this 2-core host: 3
 # workers booted together reached READY in 122 s with 1 vCPU each, 150 s with 2; a lone
 # controller takes 54 s with 1, 38 s with 2 (`make test` sets 1 too: the smoke runs beside a
 # build). A Debian 13 guest (kernel 6.12) with 2 vCPUs under TCG once died 1 s into its boot
