@@ -208,7 +208,7 @@ Result<ControllerKeys> SetUpSlurmController(RoleEnv& env, const ControllerSetup&
       env.files.Exists(slurm::kSlurmConfPath) && !env.files.Exists(slurm::kGresConfPath);
   auto conf_changed = EnsureConfigFile(
       env, slurm::kSlurmConfPath, slurm_conf,
-      "configless cluster of dynamic nodes, MaxNodeCount=" + std::to_string(params.max_nodes));
+      "configless cluster of up to " + std::to_string(params.max_nodes) + " dynamic nodes");
   if (!conf_changed) return Fail(conf_changed.error());
   auto cgroup_changed = EnsureConfigFile(env, slurm::kCgroupConfPath,
                                          slurm::RenderCgroupConf(cgroups.use_cgroup), cgroups.why);
@@ -384,8 +384,9 @@ SettingSpec MaxNodesSetting(const std::string& role) {
   max_nodes.type = SettingType::kInt;
   max_nodes.default_value = "100";
   max_nodes.description =
-      "Most Slurm nodes slurmctld accepts (MaxNodeCount) on the controller or the portal; a "
-      "change restarts slurmctld and keeps the registered nodes.";
+      "Most Slurm nodes (workers) slurmctld accepts on the controller or the portal; "
+      "slurm.conf's MaxNodeCount is twice that, half of it placeholders that let a job wait "
+      "for workers not joined yet. A change restarts slurmctld and keeps the registered nodes.";
   max_nodes.roles = {role};
   max_nodes.min = 1;
   max_nodes.max = 65000;

@@ -135,12 +135,16 @@ const char* ActionVerb(Action::Kind kind) {
 }
 
 bool MoreNodesWouldHelp(const std::string& reason) {
-  // Slurm 22.05's reasons for a job that waits for nodes (job_reason_string): not enough
-  // free nodes, nodes it asked for busy or down, or a higher-priority job waiting for them.
+  // Slurm's reasons for a job that waits for nodes (job_reason_string): not enough free
+  // nodes, nodes it asked for busy or down, or a higher-priority job waiting for them. squeue
+  // of 22.05 joins a reason's words with '_', 24.11's with spaces ("Nodes required for job are
+  // DOWN, DRAINED or reserved for jobs in higher priority partitions", seen): both are read.
   static constexpr std::array<std::string_view, 5> kHelped = {
       "Resources", "Priority", "Nodes_required_for_job_are_DOWN", "ReqNodeNotAvail", "NodeDown"};
+  std::string words = reason;
+  std::replace(words.begin(), words.end(), ' ', '_');
   for (auto r : kHelped) {
-    if (reason.starts_with(r)) return true;
+    if (words.starts_with(r)) return true;
   }
   return false;
 }

@@ -1,6 +1,5 @@
 #include "roles/slurm/registration.h"
 
-#include <cstdlib>
 #include <optional>
 
 #include "common/retry.h"
@@ -10,16 +9,12 @@ namespace onehpc::slurm {
 
 namespace {
 
-// MaxNodeCount of the configuration slurmd fetched; nullopt when it cannot be read.
-std::optional<int> MaxNodeCount(const Files& files, const std::string& fetched_conf) {
+// The dynamic nodes the configuration slurmd fetched leaves room for (its MaxNodeCount less
+// the placeholder records, which sinfo does not count); nullopt when it cannot be read.
+std::optional<int> DynamicRoom(const Files& files, const std::string& fetched_conf) {
   auto conf = files.ReadIfExists(fetched_conf);
   if (!conf || !conf->has_value()) return std::nullopt;
-  auto value = SlurmConfValue(**conf, "MaxNodeCount");
-  if (!value) return std::nullopt;
-  char* end = nullptr;
-  const long n = std::strtol(value->c_str(), &end, 10);
-  if (end == value->c_str() || *end != '\0' || n <= 0) return std::nullopt;
-  return static_cast<int>(n);
+  return DynamicNodeRoom(**conf);
 }
 
 }  // namespace
@@ -31,7 +26,7 @@ Result<SlurmNode> WaitForRegistration(const Files& files, SlurmClient& client, C
   const std::string& ctl = check.controller_addr;
   bool have_conf = false;
   std::optional<Error> full;  // slurmctld's table is full without this node: no retry helps
-  std::optional<int> max;     // the fetched configuration's MaxNodeCount, read once
+  std::optional<int> max;     // the dynamic nodes the fetched configuration allows, read once
   auto node = Retry<SlurmNode>(
       policy, clock, "waiting for Slurm node " + name + " to register",
       [&](const Error&) { return !full; },
@@ -46,16 +41,16 @@ Result<SlurmNode> WaitForRegistration(const Files& files, SlurmClient& client, C
         if (shown->has_value()) return std::move(**shown);
         // slurmctld refuses a dynamic node beyond MaxNodeCount without a word to slurmd, which
         // never tries again: a full table is final for this slurmd.
-        if (!max) max = MaxNodeCount(files, check.fetched_conf);
+        if (!max) max = DynamicRoom(files, check.fetched_conf);
         auto count = max ? client.NodeCount() : Result<int>(0);
         if (max && count && *count >= *max) {
           auto again = client.ShowNode(name);  // it may have taken the last place meanwhile
           if (again && again->has_value()) return std::move(**again);
           full = Error{ErrorKind::kProcess,
                        "Slurm node " + name + " was refused: slurmctld on " + ctl + " holds " +
-                           std::to_string(*count) + " nodes and its MaxNodeCount is " +
+                           std::to_string(*count) + " nodes, as many as it accepts (" +
                            std::to_string(*max) +
-                           " (ONEAPP_SLURM_MAX_NODES on the controller): raise it or keep the "
+                           ", ONEAPP_SLURM_MAX_NODES on the controller): raise it or keep the "
                            "worker role's max_vms at most that"};
           return Fail(*full);
         }
@@ -72,14 +67,12 @@ Result<SlurmNode> WaitForRegistration(const Files& files, SlurmClient& client, C
                     " of the controller is reachable and that the munge keys match (last: " +
                     node.error().message + ")");
   }
-  std::string max_nodes = "?";
-  if (auto conf = files.ReadIfExists(check.fetched_conf); conf && conf->has_value()) {
-    max_nodes = SlurmConfValue(**conf, "MaxNodeCount").value_or("?");
-  }
-  return Fail(ErrorKind::kProcess, "Slurm node " + name + " did not register with " + ctl +
-                                       " within " + seconds +
-                                       "s: the node table may be full (MaxNodeCount=" + max_nodes +
-                                       ") (last: " + node.error().message + ")");
+  auto room = DynamicRoom(files, check.fetched_conf);
+  const std::string max_nodes = room ? std::to_string(*room) : "?";
+  return Fail(ErrorKind::kProcess,
+              "Slurm node " + name + " did not register with " + ctl + " within " + seconds +
+                  "s: the node table may be full (it accepts " + max_nodes +
+                  " nodes, ONEAPP_SLURM_MAX_NODES) (last: " + node.error().message + ")");
 }
 
 }  // namespace onehpc::slurm

@@ -26,12 +26,13 @@ struct RegistrationCheck {
 
 /// Polls `scontrol -o show node NAME` (through `client`, with backoff) until the node is
 /// registered or `timeout` passes. While it is not, `sinfo` counts slurmctld's nodes: a table
-/// as full as the fetched configuration's MaxNodeCount (the node still absent when looked at
-/// again) fails at once, "Slurm node N was refused: slurmctld on C holds K nodes and its
-/// MaxNodeCount is M ...": slurmctld drops such a node silently and slurmd never tries again. On
-/// timeout: "Slurm node N did not register with C within Ss: the node table may be full
-/// (MaxNodeCount=M)" when slurmd had fetched the configuration (M read from it), else "slurmd
-/// did not fetch its configuration from C:6817 within Ss: ...".
+/// holding as many as the fetched configuration accepts (its MaxNodeCount less the placeholder
+/// records, see DynamicNodeRoom; the node still absent when looked at again) fails at once,
+/// "Slurm node N was refused: slurmctld on C holds K nodes, as many as it accepts (M, ...":
+/// slurmctld drops such a node silently and slurmd never tries again. On timeout: "Slurm node N
+/// did not register with C within Ss: the node table may be full (it accepts M nodes, ...)"
+/// when slurmd had fetched the configuration (M read from it), else "slurmd did not fetch its
+/// configuration from C:6817 within Ss: ...".
 Result<SlurmNode> WaitForRegistration(const Files& files, SlurmClient& client, Clock& clock,
                                       const RegistrationCheck& check);
 

@@ -59,6 +59,23 @@ bool Has(const std::vector<std::string>& v, std::string_view s) {
   return false;
 }
 
+// "one-hpc-slot[1-N]" (hostlist syntax), or "one-hpc-slot1" for one.
+std::string PlaceholderNames(int count) {
+  if (count == 1) return std::string(kPlaceholderPrefix) + "1";
+  return std::string(kPlaceholderPrefix) + "[1-" + std::to_string(count) + "]";
+}
+
+// A whole non-negative number, or nullopt.
+std::optional<int> ParseCount(std::string_view text) {
+  if (text.empty() || text.size() > 9) return std::nullopt;
+  int n = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') return std::nullopt;
+    n = n * 10 + (c - '0');
+  }
+  return n;
+}
+
 }  // namespace
 
 CgroupChoice DetectCgroups(const Files& files) {
@@ -125,8 +142,13 @@ std::string RenderSlurmConf(const SlurmConfParams& p) {
     << "SlurmdPort=" << kSlurmdPort << "\n"
     << "# srun listens on these ports for its job steps (open them from the workers)\n"
     << "SrunPortRange=60001-63000\n"
-    << "# Dynamic nodes (slurmd -Z) register themselves; no NodeName= lines.\n"
-    << "MaxNodeCount=" << p.max_nodes << "\n"
+    << "# Dynamic nodes (slurmd -Z) register under their own names. Slurm 24.11 refuses at\n"
+    << "# submission a job asking more nodes than slurmctld has records for: these placeholders\n"
+    << "# (never contacted, never shown but by sinfo --future, sized to refuse no job a worker\n"
+    << "# might serve) let it wait for workers to join, as 22.05 does. MaxNodeCount counts them.\n"
+    << "NodeName=" << PlaceholderNames(p.max_nodes) << " State=FUTURE CPUs=" << kPlaceholderCpus
+    << " RealMemory=" << kPlaceholderMemoryMb << " Gres=gpu:" << kPlaceholderGpus << "\n"
+    << "MaxNodeCount=" << 2 * p.max_nodes << "\n"
     << "# No slurmd-to-slurmd fan-out: workers never need to resolve each other.\n"
     << "TreeWidth=65533\n"
     << "AuthType=auth/munge\n"
@@ -249,6 +271,27 @@ std::optional<std::string> SlurmConfValue(std::string_view conf, std::string_vie
     return value.substr(vb, ve == std::string::npos ? std::string::npos : ve - vb);
   }
   return std::nullopt;
+}
+
+std::optional<int> DynamicNodeRoom(std::string_view conf) {
+  auto max_text = SlurmConfValue(conf, "MaxNodeCount");
+  auto max = max_text ? ParseCount(*max_text) : std::nullopt;
+  if (!max || *max <= 0) return std::nullopt;
+  int placeholders = 0;
+  if (auto names = SlurmConfValue(conf, "NodeName");
+      names && names->starts_with(kPlaceholderPrefix)) {
+    std::string_view rest =
+        std::string_view(*names).substr(std::string_view(kPlaceholderPrefix).size());
+    if (rest == "1") {
+      placeholders = 1;
+    } else if (rest.starts_with("[1-") && rest.ends_with("]")) {
+      auto n = ParseCount(rest.substr(3, rest.size() - 4));
+      if (!n) return std::nullopt;
+      placeholders = *n;
+    }
+  }
+  if (placeholders >= *max) return std::nullopt;
+  return *max - placeholders;
 }
 
 std::string SlurmConfId(std::string_view slurm_conf) {

@@ -24,11 +24,24 @@ struct CgroupChoice {
 /// proctrack/linuxproc.
 CgroupChoice DetectCgroups(const Files& files);
 
+/// The placeholder node records (State=FUTURE) of slurm.conf: one-hpc-slot1 ... one per node
+/// MaxNodeCount leaves to dynamic nodes. Slurm 24.11 refuses at submission a job that asks for
+/// more nodes than slurmctld's table holds (its first scheduling test runs on the records it
+/// has, and a dynamic node has none before it registers); 22.05 lets the job pend. With the
+/// placeholders the job pends on both until workers join (or the elastic cycle adds them).
+/// slurmctld never contacts a FUTURE node, sinfo and scontrol do not show it, and no job runs
+/// on it. Sized larger than any VM so that no job a worker could serve is refused.
+inline constexpr char kPlaceholderPrefix[] = "one-hpc-slot";
+inline constexpr int kPlaceholderCpus = 4096;
+inline constexpr long kPlaceholderMemoryMb = 16L * 1024 * 1024;  ///< 16 TiB
+inline constexpr int kPlaceholderGpus = 64;
+
 struct SlurmConfParams {
   std::string cluster_name = "one";
   std::string controller_host;  ///< short hostname of the controller
   std::string controller_addr;  ///< its address on the service network
-  int max_nodes = 100;          ///< MaxNodeCount
+  /// Dynamic nodes slurmctld accepts: MaxNodeCount is twice that, half of it placeholders.
+  int max_nodes = 100;
   bool use_cgroup = false;
   int slurmd_timeout = 60;  ///< seconds until an unresponsive node is marked DOWN
   /// Job accounting through slurmdbd on the controller's host (the Open OnDemand portal, and
@@ -65,6 +78,11 @@ std::string RenderCgroupConf(bool use_cgroup);
 /// SLURM_CONF_ID: 32 lower-case hex digits of a BLAKE2b hash of slurm.conf's bytes, the same
 /// on the controller and in a configless worker's fetched copy (which slurmd writes as sent).
 std::string SlurmConfId(std::string_view slurm_conf);
+
+/// How many dynamic nodes a slurm.conf text leaves room for: its MaxNodeCount less its
+/// placeholder records (all of MaxNodeCount in a slurm.conf without them); nullopt when
+/// MaxNodeCount is absent or malformed.
+std::optional<int> DynamicNodeRoom(std::string_view conf);
 
 /// The value of `Key=` in a slurm.conf text (case-insensitive key, first match, comments
 /// skipped), e.g. MaxNodeCount; nullopt when absent.

@@ -12,7 +12,8 @@
 #      one-context: the context exists only on the CD;
 #   4. checks: the controller, given a 12 GiB disk, has a 12 GiB root (grow-root), worker1
 #      keeps the image's 8 GiB; worker2 boots with UEFI (OVMF) from the same image; each VM publishes READY=YES (not ERROR); both workers are idle in the
-#      controller's sinfo and `srun -N2 hostname` runs on both; the munge key each worker got
+#      controller's sinfo and `srun -N2 hostname` runs on both; a 3-node job is accepted and
+#      pends (Slurm 24.11 counts slurm.conf's placeholder records); the munge key each worker got
 #      from the controller's key server is in no OneGate document and on no CONTEXT CD;
 #      `one-hpc rotate-munge-key` on the controller: both workers have the new key within
 #      100 s (their follow timer), a credential of the old key is refused, srun runs again; on the CD-only worker
@@ -112,6 +113,22 @@ if [ "$out" = "$expected" ]; then pass "srun -N2 hostname runs on both nodes: $(
     fail "srun -N2 hostname runs on both nodes" "expected: $expected
 got: $out"
 fi
+# A job asking for more nodes than are registered waits for workers to join: Slurm 24.11 would
+# refuse it at submission without slurm.conf's placeholder records (State=FUTURE), which no
+# command shows (22.05 lets it pend either way).
+nodes=$(ctl "sinfo -h -N -o %N | sort -u")
+if [ "$nodes" = "$expected" ]; then pass "sinfo shows the 2 workers alone (the placeholder records are hidden)"; else
+    fail "sinfo shows the 2 workers alone (the placeholder records are hidden)" "got: $nodes"
+fi
+job=$(ctl "sbatch --parsable -N3 -J vm-wait -o /dev/null -D /tmp --wrap true" 2>&1)
+sleep 2
+jstate=$(ctl "squeue -h -j $job -o '%T %r'" 2>&1)
+if [[ $job =~ ^[0-9]+$ ]] && [[ $jstate == "PENDING "* ]]; then
+    pass "a 3-node job with 2 nodes registered is accepted and waits for a third ($jstate)"
+else
+    fail "a 3-node job with 2 nodes registered is accepted and waits for a third" "sbatch: $job; squeue: $jstate"
+fi
+ctl "scancel $job" >/dev/null 2>&1
 
 # ---- 4b. the munge key: boxed for each worker by the controller's key server, never published --
 vm_check_key_secret controller

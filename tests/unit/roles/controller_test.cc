@@ -125,7 +125,8 @@ TEST_F(ControllerTest, FirstBoot) {
   }
   std::string conf = m_.Read("/etc/slurm/slurm.conf");
   EXPECT_EQ(slurm::SlurmConfValue(conf, "SlurmctldHost"), "slurm-one-controller(10.0.0.5)");
-  EXPECT_EQ(slurm::SlurmConfValue(conf, "MaxNodeCount"), "100");
+  EXPECT_EQ(slurm::SlurmConfValue(conf, "MaxNodeCount"), "200");
+  EXPECT_EQ(slurm::DynamicNodeRoom(conf), 100);
   EXPECT_EQ(slurm::SlurmConfValue(conf, "ProctrackType"), "proctrack/linuxproc");
   EXPECT_TRUE(logs.Contains("proctrack/linuxproc + task/none (no usable cgroup controllers"));
 
@@ -457,14 +458,17 @@ TEST_F(ControllerTest, ChangedMaxNodesRestartsInsteadOfReconfigure) {
   bool mentioned = false;
   for (const auto& a : second->plan.actions()) {
     if (a.what == "write /etc/slurm/slurm.conf") {
-      mentioned = a.why.find("was: MaxNodeCount=100; now: MaxNodeCount=3") != std::string::npos;
+      mentioned =
+          a.why.find("was: MaxNodeCount=200, NodeName=one-hpc-slot[1-100] ") == 0 &&
+          a.why.find("; now: MaxNodeCount=6, NodeName=one-hpc-slot[1-3] ") != std::string::npos;
     }
   }
   EXPECT_TRUE(mentioned) << second->plan.Render();
   for (size_t i = before; i < m_.runner.commands().size(); ++i) {
     EXPECT_EQ(m_.runner.Argvs()[i].find("reconfigure"), std::string::npos);
   }
-  EXPECT_EQ(slurm::SlurmConfValue(m_.Read("/etc/slurm/slurm.conf"), "MaxNodeCount"), "3");
+  EXPECT_EQ(slurm::SlurmConfValue(m_.Read("/etc/slurm/slurm.conf"), "MaxNodeCount"), "6");
+  EXPECT_EQ(slurm::DynamicNodeRoom(m_.Read("/etc/slurm/slurm.conf")), 3);
 }
 
 TEST_F(ControllerTest, ImageKeyIsReplacedOnceAndSaved) {

@@ -610,19 +610,19 @@ TEST_F(WorkerTest, TableFullIsReported) {
   ASSERT_FALSE(status_);
   EXPECT_NE(status_.error().message.find("Slurm node " + name_ +
                                          " did not register with 10.0.0.5 within 30s: the node "
-                                         "table may be full (MaxNodeCount=2)"),
+                                         "table may be full (it accepts 2 nodes"),
             std::string::npos)
       << status_.error().message;
   EXPECT_LE(m_.clock.slept(), Duration(30000));
-  // sinfo shows the table full (2 nodes of MaxNodeCount=2, an idle and an allocated line):
+  // sinfo shows the table full (2 nodes of the 2 it accepts, an idle and an allocated line):
   // the join fails at once instead of at its timeout.
   m_.runner.On({"sinfo", "-h", "-a", "-o", "%D"}, fakes::Exit(0, "1\n1\n"));
   const Duration slept = m_.clock.slept();
   Run();
   ASSERT_FALSE(status_);
   EXPECT_NE(status_.error().message.find("Slurm node " + name_ +
-                                         " was refused: slurmctld on 10.0.0.5 holds 2 nodes "
-                                         "and its MaxNodeCount is 2 (ONEAPP_SLURM_MAX_NODES on "
+                                         " was refused: slurmctld on 10.0.0.5 holds 2 nodes, "
+                                         "as many as it accepts (2, ONEAPP_SLURM_MAX_NODES on "
                                          "the controller)"),
             std::string::npos)
       << status_.error().message;

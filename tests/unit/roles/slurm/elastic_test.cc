@@ -68,13 +68,16 @@ TEST(ElasticTest, OnlyReasonsMoreNodesCureGrow) {
   for (const char* r : {"Resources", "Priority", "ReqNodeNotAvail,_UnavailableNodes:w3",
                         "Nodes_required_for_job_are_DOWN,_DRAINED_or_reserved_for_jobs_in_higher_"
                         "priority_partitions",
-                        "NodeDown"}) {
+                        // Slurm 24.11 (squeue, seen): the same reason with spaces.
+                        "Nodes required for job are DOWN, DRAINED or reserved for jobs in higher "
+                        "priority partitions",
+                        "ReqNodeNotAvail, May be reserved for other job", "NodeDown"}) {
     EXPECT_TRUE(MoreNodesWouldHelp(r)) << r;
   }
   for (const char* r :
        {"Dependency", "DependencyNeverSatisfied", "JobHeldUser", "JobHeldAdmin", "BeginTime",
         "PartitionNodeLimit", "PartitionTimeLimit", "AssocGrpNodeLimit", "QOSMaxNodePerJobLimit",
-        "Reservation", "PartitionDown", "BadConstraints", "None", ""}) {
+        "Reservation", "PartitionDown", "BadConstraints", "None", "", "Nodes required"}) {
     EXPECT_FALSE(MoreNodesWouldHelp(r)) << r;
   }
 }

@@ -28,7 +28,8 @@ TEST(SlurmConfTest, ConfiglessDynamicNodes) {
   std::string conf = RenderSlurmConf(Params());
   EXPECT_EQ(SlurmConfValue(conf, "SlurmctldHost"), "slurm-one-controller(10.0.0.5)");
   EXPECT_EQ(SlurmConfValue(conf, "SlurmctldParameters"), "enable_configless");
-  EXPECT_EQ(SlurmConfValue(conf, "MaxNodeCount"), "100");
+  EXPECT_EQ(SlurmConfValue(conf, "MaxNodeCount"), "200");
+  EXPECT_EQ(DynamicNodeRoom(conf), 100);
   EXPECT_EQ(SlurmConfValue(conf, "TreeWidth"), "65533");
   EXPECT_EQ(SlurmConfValue(conf, "ReturnToService"), "2");
   EXPECT_EQ(SlurmConfValue(conf, "MailProg"), "/bin/true");
@@ -39,7 +40,11 @@ TEST(SlurmConfTest, ConfiglessDynamicNodes) {
   EXPECT_EQ(SlurmConfValue(conf, "PartitionName"), "all");
   EXPECT_EQ(SlurmConfValue(conf, "SlurmdTimeout"), "60");
   EXPECT_EQ(SlurmConfValue(conf, "GresTypes"), "gpu");
-  EXPECT_EQ(conf.find("\nNodeName="), std::string::npos);  // all nodes are dynamic
+  // Every node is dynamic; the one NodeName= line holds the placeholders, never contacted.
+  EXPECT_EQ(conf.find("\nNodeName="), conf.rfind("\nNodeName="));
+  EXPECT_NE(conf.find("\nNodeName=one-hpc-slot[1-100] State=FUTURE CPUs=4096 "
+                      "RealMemory=16777216 Gres=gpu:64\n"),
+            std::string::npos);
   EXPECT_EQ(SlurmConfValue(conf, "SlurmctldLogFile"), std::nullopt);
   EXPECT_EQ(RenderSlurmConf(Params()), conf);  // deterministic
 }
@@ -49,7 +54,12 @@ TEST(SlurmConfTest, MaxNodesAndPlugins) {
   p.max_nodes = 3;
   p.use_cgroup = false;
   std::string plain = RenderSlurmConf(p);
-  EXPECT_EQ(SlurmConfValue(plain, "MaxNodeCount"), "3");
+  EXPECT_EQ(SlurmConfValue(plain, "MaxNodeCount"), "6");
+  EXPECT_EQ(SlurmConfValue(plain, "NodeName"), "one-hpc-slot[1-3]");
+  EXPECT_EQ(DynamicNodeRoom(plain), 3);
+  p.max_nodes = 1;
+  EXPECT_EQ(SlurmConfValue(RenderSlurmConf(p), "NodeName"), "one-hpc-slot1");
+  EXPECT_EQ(DynamicNodeRoom(RenderSlurmConf(p)), 1);
   EXPECT_EQ(SlurmConfValue(plain, "ProctrackType"), "proctrack/linuxproc");
   EXPECT_EQ(SlurmConfValue(plain, "TaskPlugin"), "task/none");
   p.use_cgroup = true;
@@ -64,6 +74,19 @@ TEST(SlurmConfTest, ValueLookup) {
   EXPECT_EQ(SlurmConfValue("# MaxNodeCount=1\nmaxnodecount = 7 # x\n", "MaxNodeCount"), "7");
   EXPECT_EQ(SlurmConfValue("A=1\n", "B"), std::nullopt);
   EXPECT_EQ(SlurmConfValue("A=\n", "A"), "");
+}
+
+TEST(SlurmConfTest, DynamicNodeRoom) {
+  // A slurm.conf of an earlier one-hpc, without placeholders: all of MaxNodeCount.
+  EXPECT_EQ(DynamicNodeRoom("MaxNodeCount=7\n"), 7);
+  EXPECT_EQ(DynamicNodeRoom("MaxNodeCount=7\nNodeName=one-hpc-slot[1-3] State=FUTURE\n"), 4);
+  EXPECT_EQ(DynamicNodeRoom("MaxNodeCount=7\nNodeName=one-hpc-slot1 State=FUTURE\n"), 6);
+  // Another site's NodeName line is not ours: it does not count.
+  EXPECT_EQ(DynamicNodeRoom("MaxNodeCount=7\nNodeName=n[1-3] State=FUTURE\n"), 7);
+  EXPECT_EQ(DynamicNodeRoom("MaxNodeCount=3\nNodeName=one-hpc-slot[1-3]\n"), std::nullopt);
+  EXPECT_EQ(DynamicNodeRoom("MaxNodeCount=9\nNodeName=one-hpc-slot[1-x]\n"), std::nullopt);
+  EXPECT_EQ(DynamicNodeRoom("MaxNodeCount=x\n"), std::nullopt);
+  EXPECT_EQ(DynamicNodeRoom("ClusterName=one\n"), std::nullopt);
 }
 
 TEST(DetectCgroupsTest, Choices) {
