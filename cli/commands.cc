@@ -308,8 +308,11 @@ Result<std::unique_ptr<OneGateClient>> OneGateFor(const LoadedContext& context,
                                                   HttpTransport& http) {
   auto config = OneGateConfig::FromContext(context);
   if (!config) return Fail(config.error());
-  // Bounded so a cycle ends well inside its unit's TimeoutStartSec.
+  // Bounded so a cycle ends well inside its unit's TimeoutStartSec (50 s for reconcile and
+  // elastic): 5 s a request, 25 s for the extended service document (every VM of a large
+  // service, slower), no retry begun after 15 s.
   config->request_timeout = Duration(5000);
+  config->extended_service_timeout = Duration(25000);
   config->retry.max_attempts = 3;
   config->retry.deadline = Duration(15000);
   return std::make_unique<OneGateClient>(*config, http, SystemClock());

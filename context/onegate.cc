@@ -196,7 +196,7 @@ Result<HttpResponse> OneGateClient::Call(const std::string& method, const std::s
 // - every other status (3xx: redirects are not followed; 4xx) → fail at once.
 Result<HttpResponse> OneGateClient::Call(const std::string& method, const std::string& path,
                                          const std::string& body, const std::string& content_type,
-                                         const BodyCheck& check) {
+                                         const BodyCheck& check, Duration total_timeout) {
   const std::string what = method + " " + path;
   last_failure_ = {};
   HttpRequest request;
@@ -211,7 +211,7 @@ Result<HttpResponse> OneGateClient::Call(const std::string& method, const std::s
   if (!content_type.empty()) request.headers.emplace_back("Content-Type", content_type);
   request.body = body;
   request.connect_timeout = config_.connect_timeout;
-  request.total_timeout = config_.request_timeout;
+  request.total_timeout = total_timeout > Duration(0) ? total_timeout : config_.request_timeout;
 
   const TimePoint start = clock_.Now();
   int attempt_number = 0;
@@ -365,13 +365,15 @@ Result<ServiceInfo> OneGateClient::GetService(bool extended) {
     return *extended_;
   }
   ServiceInfo service;
-  auto result = Call("GET", extended ? "/service?extended=true" : "/service", "", "",
-                     [&](const HttpResponse& response) -> Status {
-                       auto parsed = ParseServiceJson(response.body);
-                       if (!parsed) return Fail(parsed.error());
-                       service = std::move(*parsed);
-                       return Ok();
-                     });
+  auto parse = [&](const HttpResponse& response) -> Status {
+    auto parsed = ParseServiceJson(response.body);
+    if (!parsed) return Fail(parsed.error());
+    service = std::move(*parsed);
+    return Ok();
+  };
+  auto result = extended ? Call("GET", "/service?extended=true", "", "", parse,
+                                std::max(config_.request_timeout, config_.extended_service_timeout))
+                         : Call("GET", "/service", "", "", parse);
   if (!result) return Fail(result.error());
   return service;
 }

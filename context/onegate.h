@@ -27,6 +27,10 @@ struct OneGateConfig {
   std::string token;     ///< secret
   Duration connect_timeout{3000};
   Duration request_timeout{10000};
+  /// GET /service?extended=true carries every VM of the service with its whole template, and
+  /// OneGate asks oned for each VM: a service of hundreds of workers answers far more slowly
+  /// than one VM's document. Its own limit, never taken below `request_timeout`.
+  Duration extended_service_timeout{30000};
   RetryPolicy retry;  ///< applied to connection errors, timeouts, 5xx (but the
                       ///< deterministic 500s) and 429; never to other 4xx
   /// 401 may come from oned being unreachable just after boot: a call retries 401 (within
@@ -104,10 +108,11 @@ class OneGateClient {
   using BodyCheck = std::function<Status(const HttpResponse&)>;
   Result<HttpResponse> Call(const std::string& method, const std::string& path,
                             const std::string& body, const std::string& content_type);
-  /// One request with the retry policy; `check` runs on each 2xx response.
+  /// One request with the retry policy; `check` runs on each 2xx response; each attempt
+  /// within `total_timeout` (0: the config's request_timeout).
   Result<HttpResponse> Call(const std::string& method, const std::string& path,
                             const std::string& body, const std::string& content_type,
-                            const BodyCheck& check);
+                            const BodyCheck& check, Duration total_timeout = Duration(0));
   Status Update(const std::string& path,
                 const std::vector<std::pair<std::string, std::string>>& attributes);
   /// GET `path` and parse the body as a VM document (/vm, /vms/<id>).

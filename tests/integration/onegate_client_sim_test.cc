@@ -383,6 +383,7 @@ TEST_F(OneGateClientSimTest, PersistentHangGivesUpWithATimeout) {
   sim_.InjectFault(f);
   OneGateConfig c = Config(worker1_);
   c.request_timeout = kShortTimeout;
+  c.extended_service_timeout = kShortTimeout;  // the extended document's own limit
   c.retry.max_attempts = 3;
   auto client = Client(c);
   auto start = steady_clock::now();
@@ -397,6 +398,26 @@ TEST_F(OneGateClientSimTest, PersistentHangGivesUpWithATimeout) {
   EXPECT_EQ(clock_.slept(), milliseconds(100 + 200));
   EXPECT_GE(wall, 3 * 280);
   EXPECT_LT(wall, 3000);
+}
+
+// The extended service document (every VM of the service, slow for a large one) gets its own,
+// longer limit: an answer slower than the request limit but within it is read in one attempt;
+// the compact document keeps the request limit.
+TEST_F(OneGateClientSimTest, SlowExtendedServiceDocumentHasItsOwnLimit) {
+  sim::Fault f = MakeFault(sim::FaultKind::kSlow, "/service", -1);
+  f.delay = milliseconds(900);
+  sim_.InjectFault(f);
+  OneGateConfig c = Config(worker1_);
+  c.request_timeout = kShortTimeout;
+  c.extended_service_timeout = milliseconds(3000);
+  c.retry.max_attempts = 1;
+  auto client = Client(c);
+  auto extended = client.GetService(true);
+  ASSERT_TRUE(extended) << extended.error().message;
+  EXPECT_EQ(client.requests_sent(), 1);
+  auto compact = client.GetService(false);
+  ASSERT_FALSE(compact);
+  EXPECT_NE(compact.error().message.find("timeout"), std::string::npos) << compact.error().message;
 }
 
 TEST_F(OneGateClientSimTest, SlowAnswerUnderTheTimeoutIsFine) {

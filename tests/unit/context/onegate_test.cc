@@ -157,6 +157,15 @@ TEST_F(OneGateClientTest, ServiceCompactAndExtended) {
   EXPECT_EQ(http_.requests[0].body, "");
   EXPECT_EQ(http_.requests[1].url, "http://169.254.16.9:5030/service?extended=true");
   EXPECT_EQ(http_.requests[1].body, "");
+  // The extended document (every VM of the service) has its own, longer limit.
+  EXPECT_EQ(http_.requests[0].total_timeout, Duration(300));
+  EXPECT_EQ(http_.requests[1].total_timeout, Duration(30000));
+  // Never shorter than the request limit.
+  OneGateConfig slow = TestConfig();
+  slow.request_timeout = Duration(40000);
+  http_.Then(200, kServiceJson);
+  ASSERT_TRUE(Client(slow).GetService(true));
+  EXPECT_EQ(http_.requests.at(2).total_timeout, Duration(40000));
 }
 
 TEST_F(OneGateClientTest, ScaleRoleRawJson) {
