@@ -412,6 +412,15 @@ Result<std::string> WorkerNodeName(const ContextVars& vars, const std::string& p
                       "empty (this VM is then named " +
                       prefix + own_id + ")");
     }
+    // slurm.conf's placeholder records hold these names (State=FUTURE, never a real node).
+    if (name->starts_with(slurm::kPlaceholderPrefix)) {
+      return Fail(ErrorKind::kInvalidInput,
+                  "SET_HOSTNAME='" + it->second + "' gives the Slurm node name " + *name +
+                      ", and names starting with " + slurm::kPlaceholderPrefix +
+                      " are slurm.conf's placeholder records; expected another name, or "
+                      "SET_HOSTNAME empty (this VM is then named " +
+                      prefix + own_id + ")");
+    }
     return name;
   }
   if (!AllDigits(own_id)) {

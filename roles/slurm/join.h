@@ -86,7 +86,9 @@ struct JoinSetup {
 Result<ControllerInfo> JoinSlurmCluster(RoleEnv& env, const JoinSetup& setup);
 
 /// The Slurm node name of a worker: short SET_HOSTNAME when set, else <prefix><VMID>
-/// (slurm-one-worker-<VMID> for OneSlurm, ood-worker-<VMID> for Open OnDemand).
+/// (slurm-one-worker-<VMID> for OneSlurm, ood-worker-<VMID> for Open OnDemand). A
+/// SET_HOSTNAME naming another VM's node (<prefix><id>) or a placeholder record
+/// (one-hpc-slot...) is refused.
 Result<std::string> WorkerNodeName(const ContextVars& vars,
                                    const std::string& prefix = "slurm-one-worker-");
 

@@ -81,7 +81,8 @@ std::string SlurmConfId(std::string_view slurm_conf);
 
 /// How many dynamic nodes a slurm.conf text leaves room for: its MaxNodeCount less its
 /// placeholder records (all of MaxNodeCount in a slurm.conf without them); nullopt when
-/// MaxNodeCount is absent or malformed.
+/// MaxNodeCount is absent or malformed, the placeholders' range is malformed, or they fill
+/// MaxNodeCount.
 std::optional<int> DynamicNodeRoom(std::string_view conf);
 
 /// The value of `Key=` in a slurm.conf text (case-insensitive key, first match, comments

@@ -361,6 +361,15 @@ TEST_F(WorkerTest, SetHostnameCannotTakeAnotherVmsNodeName) {
       << name.error().message;
   vars_["SET_HOSTNAME"] = "slurm-one-worker-" + std::to_string(worker_.id);
   EXPECT_EQ(WorkerNodeName(vars_).value_or("?"), "slurm-one-worker-" + std::to_string(worker_.id));
+  // slurm.conf's placeholder records (State=FUTURE) hold the one-hpc-slot names.
+  vars_["SET_HOSTNAME"] = "one-hpc-slot7";
+  name = WorkerNodeName(vars_);
+  ASSERT_FALSE(name);
+  EXPECT_NE(name.error().message.find("SET_HOSTNAME='one-hpc-slot7' gives the Slurm node name "
+                                      "one-hpc-slot7, and names starting with one-hpc-slot are "
+                                      "slurm.conf's placeholder records"),
+            std::string::npos)
+      << name.error().message;
   vars_["SET_HOSTNAME"] = "slurm-one-worker-x1";
   EXPECT_EQ(WorkerNodeName(vars_).value_or("?"), "slurm-one-worker-x1");
   name_ = "slurm-one-worker-x1";
