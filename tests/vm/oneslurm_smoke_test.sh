@@ -128,7 +128,7 @@ if [[ $job =~ ^[0-9]+$ ]] && [[ $jstate == "PENDING "* ]]; then
 else
     fail "a 3-node job with 2 nodes registered is accepted and waits for a third" "sbatch: $job; squeue: $jstate"
 fi
-ctl "scancel $job" >/dev/null 2>&1
+if [[ $job =~ ^[0-9]+$ ]]; then ctl "scancel $job" >/dev/null 2>&1; fi
 
 # ---- 4b. the munge key: boxed for each worker by the controller's key server, never published --
 vm_check_key_secret controller
