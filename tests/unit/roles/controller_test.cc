@@ -459,7 +459,8 @@ TEST_F(ControllerTest, ChangedMaxNodesRestartsInsteadOfReconfigure) {
   for (const auto& a : second->plan.actions()) {
     if (a.what == "write /etc/slurm/slurm.conf") {
       mentioned =
-          a.why.find("was: MaxNodeCount=200, NodeName=one-hpc-slot[1-100] ") == 0 &&
+          a.why.find("(was: MaxNodeCount=200, NodeName=one-hpc-slot[1-100] ") !=
+              std::string::npos &&
           a.why.find("; now: MaxNodeCount=6, NodeName=one-hpc-slot[1-3] ") != std::string::npos;
     }
   }
