@@ -139,8 +139,9 @@ new_worker() {
             "ONEAPP_SLURM_CONTROLLER_VM_ID=${VMID[ctl]}"
     fi
 }
-# The controller's elastic settings: w0 and the largest size, MAX_N + 1 workers (slurmctld's
-# node table is MaxNodeCount long), and room for one more, which each size's submission asks for.
+# The controller's elastic settings: w0 and the largest size, MAX_N + 1 workers (slurmctld
+# accepts ONEAPP_SLURM_MAX_NODES of them), and room for one more, which each size's submission
+# asks for.
 controller_settings() {
     echo "ONEAPP_SLURM_MAX_NODES=$((MAX_N + 2))" ONEAPP_SLURM_ELASTIC=YES \
         ONEAPP_SLURM_ELASTIC_MIN_NODES=0 "ONEAPP_SLURM_ELASTIC_MAX_NODES=$((MAX_N + 2))" \
