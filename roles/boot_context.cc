@@ -10,7 +10,7 @@ Result<LoadedContext> LoadBootContext(const std::string& root, BlockDevices& blo
                                       Mounts& mounts, Files& files) {
   const bool real_root = root.empty() || root == "/";
   if (real_root) {
-    auto device = block_devices.FindByLabel("CONTEXT");
+    auto device = block_devices.FindContextCd("CONTEXT");
     if (device) {
       log::Info("context CD-ROM found at {}", *device);
       auto dir = files.MakeTempDir(kContextCdMountParent, kContextCdMountPrefix);

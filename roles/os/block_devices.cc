@@ -205,6 +205,24 @@ std::string DevPath(std::string name) {
   return "/dev/" + name;
 }
 
+/// The devices of `candidates` whose one filesystem has exactly this label (a device that
+/// cannot be probed is skipped).
+std::vector<std::string> Labelled(BlockDevices& devices, const std::vector<std::string>& candidates,
+                                  const std::string& label) {
+  std::vector<std::string> matches;
+  for (const auto& device : candidates) {
+    auto probe = devices.Probe(device);
+    if (!probe) {
+      log::Debug("find label {}: skipping {}: {}", label, device, probe.error().message);
+      continue;
+    }
+    if (!probe->ambivalent && !probe->fs_type.empty() && probe->label == label) {
+      matches.push_back(device);
+    }
+  }
+  return matches;
+}
+
 }  // namespace
 
 BlkidBlockDevices::BlkidBlockDevices(bool find_on_loop, std::string sys_block)
@@ -299,20 +317,8 @@ Result<std::string> BlkidBlockDevices::FindByLabel(const std::string& label) {
     }
   }
   // CD-ROM drives (OpenNebula's CONTEXT CD is one): ListDisks leaves them out on purpose.
-  for (const auto& entry : DirEntries(sys_block_)) {
-    if (entry.rfind("sr", 0) == 0) candidates.push_back(DevPath(entry));
-  }
-  std::vector<std::string> matches;
-  for (const auto& device : candidates) {
-    auto probe = Probe(device);
-    if (!probe) {
-      log::Debug("find label {}: skipping {}: {}", label, device, probe.error().message);
-      continue;
-    }
-    if (!probe->ambivalent && !probe->fs_type.empty() && probe->label == label) {
-      matches.push_back(device);
-    }
-  }
+  for (const auto& drive : CdromDrives()) candidates.push_back(drive);
+  std::vector<std::string> matches = Labelled(*this, candidates, label);
   if (matches.empty()) {
     return Fail(ErrorKind::kNotFound,
                 "no filesystem labelled '" + label + "' on " +
@@ -324,6 +330,34 @@ Result<std::string> BlkidBlockDevices::FindByLabel(const std::string& label) {
                                                 label, fmt::join(matches, ", ")));
   }
   return matches.front();
+}
+
+std::vector<std::string> BlkidBlockDevices::CdromDrives() const {
+  std::vector<std::string> drives;
+  for (const auto& entry : DirEntries(sys_block_)) {
+    if (entry.rfind("sr", 0) == 0) drives.push_back(DevPath(entry));
+  }
+  std::sort(drives.begin(), drives.end());
+  return drives;
+}
+
+Result<std::string> BlockDevices::FindContextCd(const std::string& label) {
+  return FindByLabel(label);
+}
+
+Result<std::string> BlkidBlockDevices::FindContextCd(const std::string& label) {
+  if (label.empty()) return Fail(ErrorKind::kInvalidInput, "empty filesystem label");
+  const std::vector<std::string> drives = CdromDrives();
+  std::vector<std::string> matches = Labelled(*this, drives, label);
+  if (matches.size() == 1) return matches.front();
+  if (matches.size() > 1) {
+    return Fail(ErrorKind::kUnsafe, fmt::format("filesystem label '{}' is on several devices: {}",
+                                                label, fmt::join(matches, ", ")));
+  }
+  log::Debug("no CD-ROM drive ({}) holds a filesystem labelled '{}': looking at every device",
+             drives.empty() ? std::string("none") : fmt::format("{}", fmt::join(drives, ", ")),
+             label);
+  return FindByLabel(label);
 }
 
 Result<std::string> BlockDevices::ReadTail(const std::string& device, std::size_t) {

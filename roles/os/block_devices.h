@@ -48,6 +48,9 @@ class BlockDevices {
   /// The device holding a filesystem with this label (found by probing, not from the
   /// possibly stale libblkid cache), or kNotFound.
   virtual Result<std::string> FindByLabel(const std::string& label) = 0;
+  /// OpenNebula's context CD (its filesystem labelled `label`). The base class is FindByLabel;
+  /// BlkidBlockDevices probes the CD-ROM drives alone first.
+  virtual Result<std::string> FindContextCd(const std::string& label);
   /// The last `bytes` bytes of the device (a marker this program wrote there). The base
   /// class refuses (kInvalidInput): only adapters that really reach the disk implement it.
   virtual Result<std::string> ReadTail(const std::string& device, std::size_t bytes);
@@ -73,6 +76,12 @@ class BlkidBlockDevices : public BlockDevices {
   /// Probes every disk (and each of its partitions) and returns the one device whose
   /// filesystem has exactly this label; kNotFound if none, kUnsafe if several.
   Result<std::string> FindByLabel(const std::string& label) override;
+  /// The CD-ROM drives (OpenNebula attaches the context CD as one) alone, then, when none
+  /// holds the label, every device as FindByLabel: the commands that read the context every
+  /// minute probe one drive, and a disk whose I/O hangs cannot stall them (review L8).
+  Result<std::string> FindContextCd(const std::string& label) override;
+  /// The CD-ROM drives of <sys_block> (sr*) as /dev paths, sorted.
+  std::vector<std::string> CdromDrives() const;
   Result<std::string> ReadTail(const std::string& device, std::size_t bytes) override;
   Status WriteTail(const std::string& device, const std::string& data) override;
   /// From <sys_block>/<name>/size and the link <sys_block>/<name>/device (its last component

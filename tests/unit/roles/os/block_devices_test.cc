@@ -11,6 +11,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 namespace onehpc {
 namespace {
@@ -107,6 +108,56 @@ TEST_F(BlockDevicesImageTest, ListDisksSkipsVirtualAndEmptyDevices) {
               ElementsAre("/dev/cciss/c0d0", "/dev/loop0", "/dev/nvme0n1", "/dev/vda", "/dev/vdb"));
   BlkidBlockDevices missing(false, dir_ + "/no-sys");
   EXPECT_FALSE(missing.ListDisks(false));
+}
+
+// Probes answered from a table, each probe recorded (the real ListDisks and CD-ROM listing
+// read the fake /sys/block).
+class TableProbes : public BlkidBlockDevices {
+ public:
+  using BlkidBlockDevices::BlkidBlockDevices;
+  Result<DeviceProbe> Probe(const std::string& device) override {
+    probed.push_back(device);
+    DeviceProbe p;
+    p.device = device;
+    auto it = labels.find(device);
+    if (it == labels.end()) return p;  // blank
+    p.fs_type = "iso9660";
+    p.label = it->second;
+    p.signatures = {"iso9660 label=" + it->second};
+    return p;
+  }
+  std::map<std::string, std::string> labels;
+  std::vector<std::string> probed;
+};
+
+// Review L8: the context is read from its CD by the timers every minute; only the CD-ROM
+// drives are probed for it, so a disk whose I/O hangs cannot stall them.
+TEST_F(BlockDevicesImageTest, TheContextCdIsLookedForOnTheCdromDrivesFirst) {
+  SysDisk("vda", "41943040");
+  SysDisk("vdb", "2097152");
+  SysDisk("sr1", "1000");
+  SysDisk("sr0", "0");  // an empty drive
+  TableProbes devices(false, dir_ + "/sys");
+  EXPECT_THAT(devices.CdromDrives(), ElementsAre("/dev/sr0", "/dev/sr1"));
+  devices.labels["/dev/sr1"] = "CONTEXT";
+  auto cd = devices.FindContextCd("CONTEXT");
+  ASSERT_TRUE(cd) << cd.error().message;
+  EXPECT_EQ(*cd, "/dev/sr1");
+  EXPECT_THAT(devices.probed, ElementsAre("/dev/sr0", "/dev/sr1"));
+  // On no drive (a context on a disk): every device, as FindByLabel.
+  devices.labels = {{"/dev/vdb", "CONTEXT"}};
+  devices.probed.clear();
+  cd = devices.FindContextCd("CONTEXT");
+  ASSERT_TRUE(cd) << cd.error().message;
+  EXPECT_EQ(*cd, "/dev/vdb");
+  EXPECT_THAT(devices.probed,
+              ElementsAre("/dev/sr0", "/dev/sr1", "/dev/vda", "/dev/vdb", "/dev/sr0", "/dev/sr1"));
+  // Two drives with it: refused, as two disks would be.
+  devices.labels = {{"/dev/sr0", "CONTEXT"}, {"/dev/sr1", "CONTEXT"}};
+  auto two = devices.FindContextCd("CONTEXT");
+  ASSERT_FALSE(two);
+  EXPECT_EQ(two.error().kind, ErrorKind::kUnsafe);
+  EXPECT_THAT(two.error().message, HasSubstr("/dev/sr0, /dev/sr1"));
 }
 
 TEST_F(BlockDevicesImageTest, ZeroImageIsBlank) {
