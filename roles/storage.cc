@@ -67,12 +67,13 @@ class StorageRole : public Role {
                                   : "no ood-home disk: the homes are on the root disk too");
     }
 
-    // Exports: the portal's compute address from OneGate; on failure the last good list.
+    // Exports: the portal's compute address and the service's other VMs' from OneGate; on
+    // failure the last good lists.
     nfs::ExportsConfig config;
     config.compute_net = *net;
     config.export_home = !external_home;
     config.home_on_disk = *home_on_disk;
-    nfs::PortalIpsOrLastGood(config, env.files, env.onegate);
+    nfs::ExportClientsOrLastGood(config, env.files, env.onegate);
 
     // Order matters on a first boot: the exports exist before nfs-server starts (its
     // ExecStartPre runs exportfs -r); later runs re-export only when the file changed.
@@ -80,8 +81,9 @@ class StorageRole : public Role {
     auto changed = nfs::EnsureExports(env.plan, env.files, env.runner, config, false, live);
     if (!changed) return Fail(changed.error());
     if (auto s = EnsureNfsServer(env, container); !s) return s;
-    if (auto s = EnsureUnitEnabled(env, ood::kExportsRefreshTimer, "timers.target",
-                                   "keeps the portal's address in the exports current");
+    if (auto s =
+            EnsureUnitEnabled(env, ood::kExportsRefreshTimer, "timers.target",
+                              "keeps the exports' clients (the portal, the service's VMs) current");
         !s) {
       return s;
     }

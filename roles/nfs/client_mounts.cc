@@ -185,6 +185,8 @@ std::string RenderNfsMountUnit(const NfsMount& m) {
 
 namespace {
 
+constexpr Duration kMountRestartEvery{10000};
+
 // Step 4 of EnsureNfsMount: the unit active and something mounted at `where` (whatever the
 // source at a start: the lab's drop-in mounts a bind; with `exact`, after a restart, only a mount
 // of m.What()).
@@ -193,6 +195,7 @@ Status WaitForMount(RoleEnv& env, const NfsMount& m, const std::string& unit,
   const std::string what = m.What();
   std::string state = "not checked";
   bool pending = false;  // the last attempt found the mount not there yet (not an error)
+  TimePoint started = env.clock.Now();
   auto waited = Retry<bool>(
       RetryPolicy::Until(mount_timeout), env.clock, "wait for " + unit,
       [&](const Error&) { return pending; },
@@ -210,6 +213,17 @@ Status WaitForMount(RoleEnv& env, const NfsMount& m, const std::string& unit,
                 (mounted->has_value() ? "mounted from " + (*mounted)->source
                                       : "nothing mounted on " + m.where);
         pending = true;
+        // A mount the server refused (it exports to the service's VMs, and a new VM is added
+        // within its refresher's period) fails the unit, and systemd does not try again: start
+        // it again, every kMountRestartEvery (far below systemd's start limit).
+        if (!*active && !mounted->has_value() && env.clock.Now() - started >= kMountRestartEvery) {
+          log::Info(
+              "nfs: {} is not mounted yet ({}); starting it again (the server may not "
+              "export to this VM yet)",
+              unit, state);
+          if (auto s = env.systemd.StartNoBlock(unit); !s) return Fail(s.error());
+          started = env.clock.Now();
+        }
         return Fail(ErrorKind::kNotFound, unit + ": " + state);
       });
   if (waited) return Ok();

@@ -1,18 +1,27 @@
 // The NFS exports of the Open OnDemand storage role (/etc/exports.d/one-hpc.exports) and the
-// refresher that keeps the portal's address in them current from OneGate.
+// refresher that keeps their clients current from OneGate's service document.
 //
 //   /export/home      portal IPs  rw,sync,no_subtree_check,no_root_squash,fsid=1[,mountpoint]
-//                     compute net rw,sync,no_subtree_check,root_squash,fsid=1[,mountpoint]
+//                     each VM     rw,sync,no_subtree_check,root_squash,fsid=1[,mountpoint]
 //   /export/slurm     portal IPs  rw,sync,no_subtree_check,no_root_squash,fsid=2[,mountpoint]
 //                     (with the homes on the disk, the Slurm state is bind-mounted from it)
-//   /export/software  compute net rw,sync,no_subtree_check,root_squash,fsid=3
+//   /export/software  each VM     rw,sync,no_subtree_check,root_squash,fsid=3
+//
+// "Each VM": the compute-network address of every VM of the service (the storage VM, the
+// workers, the portals), one line per client, never the whole compute network: a VM on that
+// network outside the service cannot mount the homes (NFS trusts the client's word for its
+// uids, so an export is as wide as the addresses it names). A VM is a client from the moment
+// the service document lists it (OpenNebula leases its address when it creates the VM) until
+// it is DONE; one shown without a compute address keeps the addresses it had. An export with
+// no client is left out (a line without one would export to the world).
 //
 // The management network is never granted; only the portal gets root and the Slurm state.
-// When OneGate fails, the last good portal list (saved in the state file) is kept: a OneGate
-// hiccup never cuts the portal off its homes and its controller state. Not for ever: after
-// kLastGoodLimitSeconds of failures in a row the list expires (the address of a portal that
+// When OneGate fails, the last good lists (saved in the state file) are kept: a OneGate
+// hiccup never cuts the portal or a worker off its homes. The portal's list not for ever:
+// after kLastGoodLimitSeconds of failures in a row it expires (the address of a portal that
 // is gone may have been given to another VM meanwhile) and nobody has root on the exports
-// until OneGate answers again.
+// until OneGate answers again. The clients' list does not expire: it grants what any user
+// of the service has, and taking it away would stop every running job's I/O.
 #ifndef ONEHPC_ROLES_NFS_EXPORTS_H_
 #define ONEHPC_ROLES_NFS_EXPORTS_H_
 
@@ -52,9 +61,18 @@ bool CidrContains(const std::string& cidr, const std::string& ip);
 /// its ETHn_MASK (/24 when absent). kInvalidInput naming the variable when the mask is bad.
 Result<std::string> ComputeNetwork(const host::ContextNic& nic);
 
+/// A VM of the service that mounts the homes and the software without root: its id (to keep
+/// its address while a document shows it without one) and its address on the compute network.
+struct ExportClient {
+  int vm_id = 0;
+  std::string ip;
+  bool operator==(const ExportClient&) const = default;
+};
+
 struct ExportsConfig {
-  std::string compute_net;              ///< CIDR, root_squash clients
+  std::string compute_net;              ///< CIDR: the clients' addresses are taken inside it
   std::vector<std::string> portal_ips;  ///< no_root_squash clients, sorted, unique
+  std::vector<ExportClient> clients;    ///< root_squash clients, sorted by address
   bool export_home = true;              ///< false with ONEAPP_HOME_NFS_ENABLED
   bool home_on_disk = false;            ///< adds `mountpoint` to the home and Slurm state exports
   /// Unix time of the first of the OneGate failures that kept portal_ips; 0 = the last read
@@ -75,6 +93,17 @@ Result<std::vector<std::string>> PortalAddresses(const ServiceInfo& service,
                                                  const std::string& compute_net,
                                                  const std::string& portal_role = ood::kPortalRole);
 
+/// The compute-network addresses of every VM of the service outside `portal_role` (the
+/// portals are in PortalAddresses), sorted by address. A VM that is DONE or FAILED, or gone
+/// from the document, is dropped (its lease may be another VM's now); one powered off or
+/// stopped keeps its lease and stays; one shown without a compute address keeps its entries
+/// of `previous`. Error (the refresher then keeps the last good list): a node without VM data
+/// (not an extended document).
+Result<std::vector<ExportClient>> ServiceClients(const ServiceInfo& service,
+                                                 const std::string& compute_net,
+                                                 const std::vector<ExportClient>& previous,
+                                                 const std::string& portal_role = ood::kPortalRole);
+
 /// Writes the state file and the exports file when they differ (atomically, through the
 /// plan), and runs `exportfs -ra` when the exports changed (or `force_exportfs`). `live` =
 /// false (files under a --root that is not the running system) records a keep instead of
@@ -91,6 +120,8 @@ struct RefreshOutcome {
   bool expired = false;         ///< OneGate failed for kLastGoodLimitSeconds: the list dropped
   std::vector<std::string> old_portals;
   std::vector<std::string> new_portals;
+  std::vector<ExportClient> old_clients;
+  std::vector<ExportClient> new_clients;
   std::string onegate_error;
 };
 
@@ -98,20 +129,20 @@ struct RefreshOutcome {
 std::int64_t UnixNow();
 
 /// One refresher pass: reads the state file, asks `get_service` for the extended service
-/// document, and rewrites the exports when the portal list changed (logging old and new
-/// lists). On a OneGate failure the saved list is kept, until it expires, and the exports are
-/// only repaired if the file differs from it. kNotFound when the state file is missing (not a
-/// storage VM). `now`: UnixNow().
+/// document, and rewrites the exports when the portal list or the clients changed (logging
+/// old and new lists). On a OneGate failure the saved lists are kept (the portal's until it
+/// expires), and the exports are only repaired if the file differs from them. kNotFound when the
+/// state file is missing (not a storage VM). `now`: UnixNow().
 Result<RefreshOutcome> RefreshExports(Files& files, ProcessRunner& runner,
                                       const std::function<Result<ServiceInfo>()>& get_service,
                                       bool live = true, std::int64_t now = UnixNow());
 
-/// The portal's compute address(es) from OneGate's service document into `config`; when
-/// OneGate is missing or fails, the last good list saved in kStateFile (a OneGate hiccup never
-/// cuts the portal off its homes and its state) with the time of the first failure, or none
-/// once that is kLastGoodLimitSeconds ago.
-void PortalIpsOrLastGood(ExportsConfig& config, const Files& files, OneGateClient* onegate,
-                         std::int64_t now = UnixNow());
+/// The portal's compute address(es) and the clients from OneGate's service document into
+/// `config`; when OneGate is missing or fails, the last good lists saved in kStateFile (a
+/// OneGate hiccup never cuts the portal or a worker off its homes), the portal's with the time
+/// of the first failure, and none for the portal once that is kLastGoodLimitSeconds ago.
+void ExportClientsOrLastGood(ExportsConfig& config, const Files& files, OneGateClient* onegate,
+                             std::int64_t now = UnixNow());
 
 }  // namespace onehpc::nfs
 

@@ -196,6 +196,13 @@ class StorageDiskTest : public ::testing::Test {
 
 TEST_F(StorageDiskTest, BlankIsFormattedLabelledMountedAndConverges) {
   std::string dev = Disk();
+  // A worker in the last good list of an earlier run (no OneGate here): the home export has a
+  // client whose options the check below reads.
+  nfs::ExportsConfig seen;
+  seen.compute_net = "10.1.0.0/24";
+  seen.clients = {nfs::ExportClient{20, "10.1.0.20"}};
+  ASSERT_TRUE(files_->MakeDirs("/var/lib/one-hpc", 0755));
+  ASSERT_TRUE(files_->WriteAtomic(nfs::kStateFile, nfs::StateJson(seen), 0644));
   ASSERT_TRUE(RunRole()) << plan_->Render();
   auto p = devices_.Probe(dev);
   ASSERT_TRUE(p);
@@ -211,7 +218,9 @@ TEST_F(StorageDiskTest, BlankIsFormattedLabelledMountedAndConverges) {
   std::string unit = *files_->Read("/etc/systemd/system/export-home.mount");
   EXPECT_THAT(unit, HasSubstr("What=/dev/disk/by-uuid/" + p->uuid));
   EXPECT_THAT(unit, HasSubstr("Options=defaults,noatime,nosuid,nodev,noexec\n"));
-  EXPECT_THAT(*files_->Read(nfs::kExportsFile), HasSubstr("fsid=1,mountpoint)"));
+  EXPECT_THAT(*files_->Read(nfs::kExportsFile),
+              HasSubstr("/export/home 10.1.0.20(rw,sync,no_subtree_check,root_squash,fsid=1,"
+                        "mountpoint)"));
   // The format marker outlives the real mkfs (it lies past the filesystem's end), and the
   // record on the root disk is gone.
   auto tail = devices_.ReadTail(dev, disk::kMkfsMarkerBytes);

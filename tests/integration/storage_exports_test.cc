@@ -18,6 +18,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 #include <thread>
 
@@ -30,6 +31,7 @@ namespace onehpc {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using testing::ReadAll;
 namespace fs = std::filesystem;
 
@@ -144,6 +146,7 @@ TEST_F(ExportfsTest, RenderedExportsAreAccepted) {
   nfs::ExportsConfig c;
   c.compute_net = "10.1.0.0/24";
   c.portal_ips = {"10.1.0.5"};
+  c.clients = {nfs::ExportClient{3, "10.1.0.3"}, nfs::ExportClient{20, "10.1.0.20"}};
   c.home_on_disk = true;
   ExportfsRun run = Validate(nfs::RenderExports(c));
   EXPECT_EQ(run.ra_exit, 0) << run.ra_err;
@@ -151,7 +154,10 @@ TEST_F(ExportfsTest, RenderedExportsAreAccepted) {
   EXPECT_THAT(run.listing,
               HasSubstr("10.1.0.5(sync,wdelay,hide,no_subtree_check,fsid=1,mountpoint"));
   EXPECT_THAT(run.listing, HasSubstr("no_root_squash"));
-  EXPECT_THAT(run.listing, HasSubstr("10.1.0.0/24("));
+  // One line per client, the same path on several lines: each is its own export entry.
+  EXPECT_THAT(run.listing, HasSubstr("10.1.0.3(sync,wdelay,hide,no_subtree_check,fsid=1,"));
+  EXPECT_THAT(run.listing, HasSubstr("10.1.0.20(sync,wdelay,hide,no_subtree_check,fsid=1,"));
+  EXPECT_THAT(run.listing, Not(HasSubstr("/24(")));
   EXPECT_THAT(run.listing, HasSubstr("fsid=2"));
   EXPECT_THAT(run.listing, HasSubstr("fsid=3"));
 }
@@ -159,11 +165,40 @@ TEST_F(ExportfsTest, RenderedExportsAreAccepted) {
 TEST_F(ExportfsTest, ExportsWithoutPortalOrHomeAreAccepted) {
   nfs::ExportsConfig c;
   c.compute_net = "172.16.0.0/16";
+  c.clients = {nfs::ExportClient{3, "172.16.0.3"}};
   c.export_home = false;
   ExportfsRun run = Validate(nfs::RenderExports(c));
   EXPECT_EQ(run.ra_exit, 0) << run.ra_err;
   EXPECT_EQ(run.ra_err, "");
-  EXPECT_THAT(run.listing, HasSubstr("172.16.0.0/16("));
+  EXPECT_THAT(run.listing, HasSubstr("172.16.0.3("));
+  EXPECT_THAT(run.listing, Not(HasSubstr("/export/home")));
+}
+
+// A thousand workers: a thousand lines per export, which exportfs takes whole (the figure of
+// the exports' size the refresher rewrites when a worker comes or goes).
+TEST_F(ExportfsTest, AThousandClientsAreAccepted) {
+  nfs::ExportsConfig c;
+  c.compute_net = "10.2.0.0/16";
+  c.portal_ips = {"10.2.0.5"};
+  for (int i = 0; i < 1000; ++i) {
+    c.clients.push_back(nfs::ExportClient{
+        100 + i, "10.2." + std::to_string(1 + i / 250) + "." + std::to_string(1 + i % 250)});
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  ExportfsRun run = Validate(nfs::RenderExports(c));
+  const auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
+          .count();
+  EXPECT_EQ(run.ra_exit, 0) << run.ra_err;
+  EXPECT_EQ(run.ra_err, "");
+  size_t entries = 0;
+  for (size_t at = run.listing.find("(sync"); at != std::string::npos;
+       at = run.listing.find("(sync", at + 1)) {
+    ++entries;
+  }
+  // /export/home and /export/software for 1001 addresses, /export/slurm for the portal.
+  EXPECT_EQ(entries, 2u * 1001u + 1u);
+  std::cout << "exportfs -ra and -v with 1000 clients: " << ms << " ms\n";
 }
 
 // The validation has teeth: exportfs rejects a bad option.

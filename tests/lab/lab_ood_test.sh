@@ -216,10 +216,14 @@ phase0_storage() {
         check "storage: /export/$d created, seen in the shared directory" test -d "$NFS_DIR/$d"
     done
     exports=$(bl_exec sto cat /etc/exports.d/one-hpc.exports)
-    check "storage: exports file written for the compute network" \
-        contains "$exports" "/export/home $BOOTLAB_NET.0/24("
-    check "storage: /export/software exported to the compute network" \
-        contains "$exports" "/export/software $BOOTLAB_NET.0/24("
+    # Review M5: to the service's VMs by address (the storage VM alone so far), never the
+    # compute network's CIDR.
+    check "storage: /export/home exported to the service's VMs (the storage VM's own ${IP[sto]})" \
+        contains "$exports" "/export/home ${IP[sto]}("
+    check "storage: /export/software exported to the service's VMs" \
+        contains "$exports" "/export/software ${IP[sto]}("
+    check "storage: nothing exported to the whole compute network $BOOTLAB_NET.0/24" \
+        lacks "$exports" "/24("
     check "storage: nfs-server not started" ne "$(bl_exec sto systemctl is-active nfs-server.service)" active
     check "storage: nfs-server not enabled" ne "$(bl_exec sto systemctl is-enabled nfs-server.service 2>/dev/null)" enabled
     check "storage: configure logged why (bind mounts stand in)" \
@@ -302,6 +306,9 @@ phase1_up() {
     check "portal: oneslurm-reconcile.timer active" unit_active portal oneslurm-reconcile.timer
     wait_for 45 exports_name "${IP[portal]}"
     check "storage refresher: exports name the portal ${IP[portal]} (${WAITED}s)" exports_name "${IP[portal]}"
+    wait_for 45 exports_name "${IP[w2]}"
+    check "storage refresher: exports name the workers ${IP[w1]} and ${IP[w2]} (${WAITED}s)" \
+        eq "$(bl_exec sto grep -cE "^/export/home (${IP[w1]}|${IP[w2]})\\(" /etc/exports.d/one-hpc.exports)" 2
     kick_timer portal oneslurm-reconcile.timer oneslurm-reconcile.service
 
     # Accounts: the same uid on the portal and the workers; passwords on the portal only.
@@ -456,7 +463,9 @@ phase3_replace() {
 }
 
 # shellcheck disable=SC2317  # invoked indirectly (check, wait_for)
-exports_name() { bl_exec sto grep -qF "$1(" /etc/exports.d/one-hpc.exports; }
+exports_name() { bl_exec sto grep -qF " $1(" /etc/exports.d/one-hpc.exports; }
+# shellcheck disable=SC2317  # invoked indirectly (check, wait_for)
+not_exported() { ! exports_name "$1"; }
 # shellcheck disable=SC2317  # invoked indirectly (check, wait_for)
 alice_runs_on() {
     [ "$(as_alice timeout 60 srun -N1 -w "$1" -D /home/alice id -un 2>>"$BOOTLAB_DIR/logs/srun.err")" = alice ]
@@ -488,6 +497,9 @@ phase4_worker_killed() {
     timing "4: kill -> reconciled away" "$(_bl_dt "$t0" "$(_bl_now)")"
     wait_for 30 not_in_portal_hosts "$vnode"
     check "portal: $vnode's name is gone from /etc/hosts (${WAITED}s)" not_in_portal_hosts "$vnode"
+    wait_for 45 not_exported "${IP[$victim]}"
+    check "storage refresher: the terminated VM's ${IP[$victim]} is no longer exported to (${WAITED}s)" \
+        not_exported "${IP[$victim]}"
     print_sinfo
 }
 

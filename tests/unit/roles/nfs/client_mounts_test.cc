@@ -367,6 +367,29 @@ TEST_F(NfsClientTest, GivesUpAtTheDeadlineNamingShareUnitAndJournal) {
   EXPECT_LT(m_.clock.sleeps(), 20);
 }
 
+// The storage role exports to the service's VMs, and adds a new one within its refresher's
+// period: until then the server refuses the mount, the unit fails, and systemd does not try
+// again. The wait starts it again every 10 s until the server lets it in.
+TEST_F(NfsClientTest, ARefusedMountIsStartedAgainUntilTheServerExportsIt) {
+  server_down_ = true;
+  m_.runner.On({"systemctl", "--no-block", "start"}, [this](const Command& c) {
+    if (++starts_[c.argv[2]] < 3) return Exit(0);  // access denied: the unit failed
+    m_.active.insert(c.argv[3]);
+    (void)mounts_.Mount({mounted_source_, Target(), "nfs4", "rw,hard"});
+    return Exit(0);
+  });
+  log::Capture logs;
+  ASSERT_TRUE(Ensure(PlanMode::kApply, Duration(60000))) << plan_->Render();
+  EXPECT_EQ(starts_["start"], 3);
+  EXPECT_GE(m_.clock.slept(), Duration(20000));  // 10 s between the starts
+  EXPECT_LT(m_.clock.slept(), Duration(30000));
+  EXPECT_TRUE(
+      logs.Contains("nfs: home.mount is not mounted yet (not active, nothing mounted on "
+                    "/home); starting it again (the server may not export to this VM "
+                    "yet)"))
+      << logs.text();
+}
+
 TEST_F(NfsClientTest, TimeoutHintQuotesAnEscapedUnitName) {
   server_down_ = true;
   mount_.where = "/var/lib/one-hpc/portal-state";
