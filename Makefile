@@ -23,7 +23,7 @@ DEPS_BUILD := cmake g++ make pkg-config libcurl4-openssl-dev libssl-dev nlohmann
 DEPS_TEST := util-linux e2fsprogs xfsprogs dosfstools fdisk cryptsetup-bin lvm2 systemd \
   iproute2 procps nfs-kernel-server python3 python3-jsonschema shellcheck packer openssh-client \
   mariadb-server mariadb-client squid lintian man-db apache2 libapache2-mod-authnz-external pwauth \
-  libapache2-mod-auth-openidc curl \
+  libapache2-mod-auth-openidc fail2ban nftables curl \
   jq chromium chromium-driver gpg gpg-agent glewlwyd
 DEPS_LAB := systemd-container debootstrap munge slurmctld slurmd slurm-client
 DEPS := $(DEPS_BUILD) $(DEPS_TEST) $(DEPS_LAB)

@@ -16,8 +16,10 @@
 #                                 plus nfs-kernel-server, nfs-common,
 #                                 squid (the storage role's CernVM-FS proxy), apache2 with
 #                                 libapache2-mod-authnz-external and pwauth (the portal's
-#                                 login; pwauth is then executable by root and www-data only)
-#                                 and libapache2-mod-auth-openidc (the OIDC login)
+#                                 login; pwauth is then executable by root and www-data only),
+#                                 libapache2-mod-auth-openidc (the OIDC login), fail2ban
+#                                 and nftables (a source address that keeps guessing
+#                                 passwords is refused for a while)
 #                                 (OnDemand itself comes from OSC's apt repository, not here)
 #                          all:   both;  none (default): no role packages
 #   --ondemand-repo URI  install Open OnDemand (the package ondemand) from this apt repository
@@ -47,12 +49,13 @@ PRESET_FILE=$PRESET_DIR/20-one-hpc.preset
 POLICY_RC=/usr/sbin/policy-rc.d
 
 SLURM_PACKAGES="munge slurmd slurmctld slurm-client slurmdbd mariadb-server"
-OOD_PACKAGES="$SLURM_PACKAGES nfs-kernel-server nfs-common squid apache2 libapache2-mod-authnz-external pwauth libapache2-mod-auth-openidc"
+OOD_PACKAGES="$SLURM_PACKAGES nfs-kernel-server nfs-common squid apache2 libapache2-mod-authnz-external pwauth libapache2-mod-auth-openidc fail2ban nftables"
 
 # Units one-hpc starts per role; they stay off in the image. Names that are not installed
 # are harmless in a preset file.
 ROLE_UNITS="munge.service slurmctld.service slurmd.service slurmdbd.service mariadb.service
-nfs-server.service squid.service apache2.service apache-htcacheclean.service"
+nfs-server.service squid.service apache2.service apache-htcacheclean.service fail2ban.service
+nftables.service"
 # one-hpc's own per-role units (reconcile timers, shutdown hooks, ...) are matched by the name
 # patterns one-hpc-* and oneslurm-* below; every unit the one-hpc package ships is also
 # listed by name once it is installed.
@@ -61,7 +64,7 @@ UNIT_DIRS="/etc/systemd/system /lib/systemd/system /usr/lib/systemd/system"
 die() { echo "install-appliance: $*" >&2; exit 1; }
 log() { echo "install-appliance: $*"; }
 usage() {
-    sed -n '8,34s/^# \{0,1\}//p' "$0" >&2
+    sed -n '8,36s/^# \{0,1\}//p' "$0" >&2
     exit 2
 }
 

@@ -89,12 +89,16 @@ class PortalRole : public Role {
         !s) {
       return s;
     }
-    if (auto s = ood::EnsurePortalLogin(env, *users, in->login); !s) return s;
+    auto jail_changed = ood::EnsurePortalLogin(env, *users, in->login);
+    if (!jail_changed) return Fail(jail_changed.error());
     const bool served_changed = env.plan.ChangedSince(web);
     if (auto s = ood::WriteOodConfig(env, in->servername, in->login, in->clusters); !s) return s;
     if (auto s = ood::PinInteractiveApps(env, ood::kOwnClusterId); !s) return s;
-    if (auto s = ood::ServeOpenOnDemand(env, in->servername, in->login, served_changed); !s)
+    if (auto s =
+            ood::ServeOpenOnDemand(env, in->servername, in->login, served_changed, *jail_changed);
+        !s) {
       return s;
+    }
 
     if (auto s = PublishController(env, in->host, in->addr, *key); !s) return s;
     // Always published (OneGate cannot hold an empty value: "none" means no user), so that

@@ -16,6 +16,8 @@ namespace onehpc::ood {
 namespace {
 
 constexpr char kPwauth[] = "/usr/sbin/pwauth";
+constexpr char kFail2banServer[] = "/usr/bin/fail2ban-server";
+constexpr char kNft[] = "/usr/sbin/nft";
 constexpr char kModsAvailable[] = "/etc/apache2/mods-available";
 constexpr char kModsEnabled[] = "/etc/apache2/mods-enabled";
 constexpr Duration kA2Timeout{60000};
@@ -158,6 +160,30 @@ p.message{color:#8a1c1c}
   return apache2.OK
 end
 )LUA";
+
+// The password logins need fail2ban and nftables (nothing else stops guessing: no user is
+// locked out); OIDC does not.
+Status RequireFail2ban(const RoleEnv& env, LoginKind kind) {
+  for (const char* tool : {kFail2banServer, kNft}) {
+    if (kind == LoginKind::kOidc || env.files.Exists(tool)) continue;
+    return Fail(
+        ErrorKind::kNotFound,
+        fmt::format("{} is not installed: the image needs fail2ban and nftables, which "
+                    "stop password guessing per source address ({}={})",
+                    tool, kPortalLoginVar, kind == LoginKind::kBasic ? kLoginBasic : kLoginForm));
+  }
+  return Ok();
+}
+
+// The jail, written with OIDC too (off) when fail2ban is there: a portal switched to OIDC
+// drops the jail of its earlier login. Returns whether it changed.
+Result<bool> EnsureLoginJail(RoleEnv& env, LoginKind kind) {
+  if (kind == LoginKind::kOidc && !env.files.Exists(kFail2banServer)) return false;
+  return EnsureFile(env, kLoginJailFile, RenderLoginJail(kind), 0644, FileOwner{"root", "root"},
+                    kind == LoginKind::kOidc
+                        ? "no password reaches the portal: the guessing jail is off"
+                        : "fail2ban refuses a source address that keeps guessing");
+}
 
 std::string Replace(std::string text, const std::string& from, const std::string& to) {
   for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size())) {
@@ -367,24 +393,45 @@ std::string RenderLoginLua(const PortalLogin& login) {
 }
 
 std::string RenderPwauthPam() {
-  const std::string opts = fmt::format("deny={} fail_interval={} unlock_time={}", kLoginDeny,
-                                       kLoginFailInterval, kLoginUnlockTime);
   return fmt::format(
       "# Written by one-hpc: the Open OnDemand portal's login (Apache, mod_authnz_external,\n"
-      "# pwauth). Only the users of ONEAPP_AUTH_LOCAL_USERS ({0}); {1} failures within {2} s\n"
-      "# lock a user out for {3} s (faillock --user NAME --reset unlocks). Every failure waits\n"
-      "# as long, a name not listed too (no user enumeration by timing).\n"
+      "# pwauth). Only the users of ONEAPP_AUTH_LOCAL_USERS ({0}). Every failure waits 2 s, a\n"
+      "# name not listed too (no user enumeration by timing). No user is locked out: guessing\n"
+      "# is stopped per source address by fail2ban ({1}).\n"
       "auth     optional   pam_faildelay.so delay=2000000\n"
       "auth     requisite  pam_nologin.so\n"
       "auth     requisite  pam_listfile.so item=user sense=allow file={0} onerr=fail\n"
-      "auth     required   pam_faillock.so preauth silent {4}\n"
-      "auth     [success=1 default=bad] pam_unix.so\n"
-      "auth     [default=die] pam_faillock.so authfail {4}\n"
-      "auth     sufficient pam_faillock.so authsucc {4}\n"
-      "auth     required   pam_deny.so\n"
-      "account  required   pam_faillock.so\n"
+      "auth     required   pam_unix.so\n"
       "account  required   pam_unix.so\n",
-      kPortalUsersFile, kLoginDeny, kLoginFailInterval, kLoginUnlockTime, opts);
+      kPortalUsersFile, kLoginJailFile);
+}
+
+std::string RenderLoginJail(LoginKind kind) {
+  return fmt::format(
+      "# Written by one-hpc: the Open OnDemand portal's login. A source address with {0}\n"
+      "# failed logins within {1} s is refused on ports 80 and 443 for {2} s (Debian's\n"
+      "# apache-auth filter, nftables); `fail2ban-client set {3} unbanip ADDRESS` lets it in.\n"
+      "# No user is locked out. Off with ONEAPP_PORTAL_LOGIN=oidc (no password reaches the\n"
+      "# portal). Changes are overwritten at the next configure; a later file in jail.d/\n"
+      "# overrides.\n"
+      "\n"
+      "# Debian 12's sshd jail reads /var/log/auth.log, which this image does not write (no\n"
+      "# syslog daemon), and keeps fail2ban from starting; sshd takes keys only.\n"
+      "[sshd]\n"
+      "enabled = false\n"
+      "\n"
+      "[{3}]\n"
+      "enabled   = {4}\n"
+      "filter    = apache-auth\n"
+      "port      = http,https\n"
+      "logpath   = {5}\n"
+      "backend   = polling\n"
+      "banaction = nftables\n"
+      "maxretry  = {0}\n"
+      "findtime  = {1}\n"
+      "bantime   = {2}\n",
+      kLoginMaxRetry, kLoginFindTime, kLoginBanTime, kLoginJail,
+      kind == LoginKind::kOidc ? "false" : "true", kApacheErrorLogs);
 }
 
 std::vector<std::string> PortalVhostDirectives(const PortalLogin& login) {
@@ -458,9 +505,10 @@ std::vector<std::string> PortalApacheModules(LoginKind kind) {
   return mods;
 }
 
-Status EnsurePortalLogin(RoleEnv& env, const std::vector<LocalUser>& users,
-                         const PortalLogin& login) {
-  // The modules first: a missing one stops the run before anything is written.
+Result<bool> EnsurePortalLogin(RoleEnv& env, const std::vector<LocalUser>& users,
+                               const PortalLogin& login) {
+  // The modules and fail2ban first: a missing one stops the run before anything is written.
+  if (auto s = RequireFail2ban(env, login.kind); !s) return Fail(s.error());
   std::vector<std::string> missing;
   const std::vector<std::string> modules = PortalApacheModules(login.kind);
   for (const auto& m : modules) {
@@ -483,15 +531,17 @@ Status EnsurePortalLogin(RoleEnv& env, const std::vector<LocalUser>& users,
     return Fail(s.error());
   }
   if (auto s = EnsureFile(env, kPwauthPamFile, RenderPwauthPam(), 0644, root,
-                          "the portal's login admits the listed users and locks out guessing");
+                          "the portal's login admits the listed users, each failure slowed");
       !s) {
     return Fail(s.error());
   }
+  auto jail_changed = EnsureLoginJail(env, login.kind);
+  if (!jail_changed) return Fail(jail_changed.error());
   if (login.kind == LoginKind::kOidc) {
     if (auto s = EnsureKey(env, kOidcPassphraseFile, 0600, root,
                            "the key that encrypts mod_auth_openidc's session cookies");
         !s) {
-      return s;
+      return Fail(s.error());
     }
   }
   if (login.kind == LoginKind::kForm) {
@@ -500,12 +550,12 @@ Status EnsurePortalLogin(RoleEnv& env, const std::vector<LocalUser>& users,
     if (auto s = EnsureKey(env, kSessionKeyFile, 0600, root,
                            "the key that encrypts the portal's session cookies");
         !s) {
-      return s;
+      return Fail(s.error());
     }
     if (auto s = EnsureKey(env, kStampKeyFile, 0640, FileOwner{"root", "www-data"},
                            "the key that signs the portal's login times");
         !s) {
-      return s;
+      return Fail(s.error());
     }
     if (auto s = EnsureFile(env, kLoginLuaFile, RenderLoginLua(login), 0644, root,
                             "the portal's login page, login stamp and session lifetime");
@@ -515,13 +565,37 @@ Status EnsurePortalLogin(RoleEnv& env, const std::vector<LocalUser>& users,
   }
   if (missing.empty()) {
     env.plan.Keep("Apache modules", fmt::format("enabled: {}", fmt::join(modules, " ")));
-    return Ok();
+    return *jail_changed;
   }
   std::vector<std::string> argv = {"a2enmod", "-q"};
   argv.insert(argv.end(), missing.begin(), missing.end());
-  return env.plan.Do(fmt::format("a2enmod {}", fmt::join(missing, " ")),
-                     "the portal's Apache configuration uses them",
-                     [&] { return RunA2(env, argv); });
+  if (auto s = env.plan.Do(fmt::format("a2enmod {}", fmt::join(missing, " ")),
+                           "the portal's Apache configuration uses them",
+                           [&] { return RunA2(env, argv); });
+      !s) {
+    return Fail(s.error());
+  }
+  return *jail_changed;
+}
+
+Status EnsureLoginGuard(RoleEnv& env, const PortalLogin& login, bool jail_changed) {
+  if (login.kind == LoginKind::kOidc) {
+    if (!jail_changed) return Ok();
+    auto active = env.systemd.IsActive(kFail2banUnit);
+    if (!active) return Fail(active.error());
+    if (!*active) return Ok();
+    return env.plan.Do(std::string("restart ") + kFail2banUnit,
+                       "the guessing jail is off with the OIDC login",
+                       [&] { return env.systemd.RestartNoBlock(kFail2banUnit); });
+  }
+  if (auto s = EnsureUnitEnabled(env, kFail2banUnit, "multi-user.target",
+                                 "fail2ban stops password guessing at the portal per source "
+                                 "address");
+      !s) {
+    return s;
+  }
+  return EnsureUnitRunning(env, kFail2banUnit, jail_changed, "the portal's jail changed",
+                           "fail2ban reads Apache's failed logins");
 }
 
 }  // namespace onehpc::ood

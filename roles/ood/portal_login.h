@@ -1,15 +1,16 @@
 // How the portal's users log in. By default a session login built from Debian's Apache modules:
 // a login form (mod_auth_form) checked by Debian's pwauth (a setuid helper that only the web
 // server's group may run) through mod_authnz_external, with a PAM stack that admits only the
-// users of ONEAPP_AUTH_LOCAL_USERS and locks a user out for a while after repeated failures;
-// the session is a cookie encrypted and authenticated with a key only the portal holds
-// (mod_session_crypto), with an idle limit (SessionMaxAge, renewed at each request), a
-// lifetime counted from the login (a signed login time, checked by a Lua hook) and a logout
-// that ends it. With ONEAPP_PORTAL_LOGIN=oidc the users log in with the site's OpenID Connect
-// provider through Debian's mod_auth_openidc, configured by Open OnDemand's own generator keys
-// (oidc_*): a claim names the local user, and only the listed users are admitted. HTTP Basic
-// over TLS (ONEAPP_PORTAL_LOGIN=basic) stays as a discouraged opt-in. Apache never reads
-// /etc/shadow.
+// users of ONEAPP_AUTH_LOCAL_USERS and makes every failure wait; guessing is stopped per
+// source address, not per user (fail2ban reads Apache's failed logins and refuses the address
+// for a while), so that nobody can lock a user out; the session is a cookie encrypted and
+// authenticated with a key only the portal holds (mod_session_crypto), with an idle limit
+// (SessionMaxAge, renewed at each request), a lifetime counted from the login (a signed login time,
+// checked by a Lua hook) and a logout that ends it. With ONEAPP_PORTAL_LOGIN=oidc the users log in
+// with the site's OpenID Connect provider through Debian's mod_auth_openidc, configured by Open
+// OnDemand's own generator keys (oidc_*): a claim names the local user, and only the listed users
+// are admitted. HTTP Basic over TLS (ONEAPP_PORTAL_LOGIN=basic) stays as a discouraged opt-in.
+// Apache never reads /etc/shadow.
 #ifndef ONEHPC_ROLES_OOD_PORTAL_LOGIN_H_
 #define ONEHPC_ROLES_OOD_PORTAL_LOGIN_H_
 
@@ -30,10 +31,18 @@ namespace onehpc::ood {
 inline constexpr const char* kPortalUsersFile = "/etc/one-hpc/portal-users";
 /// pwauth's PAM service (compiled into pwauth).
 inline constexpr const char* kPwauthPamFile = "/etc/pam.d/pwauth";
-/// Failures within kFailInterval seconds that lock a user for kUnlockTime seconds.
-inline constexpr int kLoginDeny = 5;
-inline constexpr int kLoginFailInterval = 900;
-inline constexpr int kLoginUnlockTime = 600;
+/// Guessing, per source address: kLoginMaxRetry failed logins within kLoginFindTime seconds
+/// refuse the address on ports 80 and 443 for kLoginBanTime seconds (fail2ban's jail
+/// kLoginJail, Debian's apache-auth filter on Apache's error logs, nftables). No user is ever
+/// locked out: a stranger cannot keep anyone from logging in.
+inline constexpr int kLoginMaxRetry = 10;
+inline constexpr int kLoginFindTime = 600;
+inline constexpr int kLoginBanTime = 600;
+inline constexpr const char* kLoginJail = "one-hpc-portal";
+inline constexpr const char* kLoginJailFile = "/etc/fail2ban/jail.d/one-hpc-portal.conf";
+inline constexpr const char* kFail2banUnit = "fail2ban.service";
+/// The Apache error logs the jail reads (the server's and the virtual hosts').
+inline constexpr const char* kApacheErrorLogs = "/var/log/apache2/*error*.log";
 
 /// ONEAPP_PORTAL_LOGIN: the login form (default) or HTTP Basic (opt-in, discouraged).
 inline constexpr const char* kPortalLoginVar = "ONEAPP_PORTAL_LOGIN";
@@ -119,6 +128,10 @@ std::vector<std::string> PortalVhostDirectives(const PortalLogin& login);
 std::string PortalLogoutRedirect(const PortalLogin& login);
 /// /etc/pam.d/pwauth as one-hpc writes it.
 std::string RenderPwauthPam();
+/// kLoginJailFile: the jail kLoginJail on for the form and Basic, off for OIDC (no password
+/// reaches the portal); Debian 12's sshd jail off (it reads /var/log/auth.log, which an image
+/// without a syslog daemon does not write, and keeps fail2ban from starting; sshd takes keys).
+std::string RenderLoginJail(LoginKind kind);
 /// kLoginLuaFile: the login page, the stamp of the login time and the lifetime check.
 std::string RenderLoginLua(const PortalLogin& login);
 /// The Apache modules the generated configuration uses (OnDemand's own and ours).
@@ -131,11 +144,17 @@ std::string PercentEncode(const std::string& text);
 /// /etc/apache2 (and note it in /var/lib/apache2); they never start Apache.
 Status RunA2(RoleEnv& env, std::vector<std::string> argv);
 
-/// The users file, pwauth's PAM stack, the Apache modules (a2enmod, only those not enabled
-/// yet) and, for the form, the session key (made once) and the Lua file; for OIDC, the
-/// passphrase of mod_auth_openidc's cookies (made once).
-Status EnsurePortalLogin(RoleEnv& env, const std::vector<LocalUser>& users,
-                         const PortalLogin& login);
+/// The users file, pwauth's PAM stack, the fail2ban jail, the Apache modules (a2enmod, only
+/// those not enabled yet) and, for the form, the session key (made once) and the Lua file; for
+/// OIDC, the passphrase of mod_auth_openidc's cookies (made once). A missing module or a
+/// missing fail2ban stops it before anything is written. Returns whether the jail changed.
+Result<bool> EnsurePortalLogin(RoleEnv& env, const std::vector<LocalUser>& users,
+                               const PortalLogin& login);
+
+/// fail2ban enabled and running (restarted when `jail_changed`) for the form and Basic, once
+/// Apache serves the portal (the jail reads its error logs); with OIDC only restarted when it
+/// runs and the jail changed (to drop it).
+Status EnsureLoginGuard(RoleEnv& env, const PortalLogin& login, bool jail_changed);
 
 }  // namespace onehpc::ood
 

@@ -182,7 +182,7 @@ Status ProbePortal(HttpTransport& http, const std::string& servername, const Por
 }
 
 Status ServeOpenOnDemand(RoleEnv& env, const std::string& servername, const PortalLogin& login,
-                         bool served_changed) {
+                         bool served_changed, bool jail_changed) {
   auto presence = FindOpenOnDemand(env.files);
   if (!presence) return Fail(presence.error());
   if (!presence->installed) {
@@ -243,6 +243,8 @@ Status ServeOpenOnDemand(RoleEnv& env, const std::string& servername, const Port
     }
     log::Info("portal: {} [finished]", what);
   }
+  // The jail reads Apache's error logs: fail2ban starts once they exist.
+  if (auto s = EnsureLoginGuard(env, login, jail_changed); !s) return s;
   if (env.publish != nullptr) {
     env.publish->emplace_back(kAttrOpenOnDemand, ForOneGate(presence->Describe()));
     env.publish->emplace_back(kAttrPortalUrl, "https://" + servername + "/");

@@ -48,10 +48,11 @@ Result<GeneratorResult> InterpretGenerator(int exit_code, const std::string& out
 /// the generator, enables the site (and disables Debian's default site, so that plain HTTP on
 /// any name reaches the portal's redirect), enables apache2.service and starts it, or restarts
 /// it when what it serves changed, then waits (up to 90 s) until the portal answers as a user
-/// meets it (ProbePortal); publishes OOD_URL. Without: changes nothing of Apache and
+/// meets it (ProbePortal); then fail2ban for the login's jail (EnsureLoginGuard, restarted when
+/// `jail_changed`); publishes OOD_URL. Without: changes nothing of Apache and
 /// publishes why in OOD_PORTAL.
 Status ServeOpenOnDemand(RoleEnv& env, const std::string& servername, const PortalLogin& login,
-                         bool served_changed);
+                         bool served_changed, bool jail_changed = false);
 
 /// One look at the portal as a user meets it: HTTPS on this VM's port 443 under the portal's
 /// name, trusting only the certificate the role installed (kOodSslDir/<name>.crt), and the

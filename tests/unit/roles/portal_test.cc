@@ -33,6 +33,8 @@ class PortalPlanTest : public ::testing::Test {
     for (const auto& mod : ood::PortalApacheModules()) {
       m_.Write("/etc/apache2/mods-available/" + mod + ".load", "LoadModule x\n");
     }
+    m_.Write("/usr/bin/fail2ban-server", "#!/usr/bin/python3\n");
+    m_.Write("/usr/sbin/nft", "ELF\n");
     // One NIC (without OneGate, several need ONEAPP_COMPUTE_NETWORK or a NIC named compute).
     vars_ = {{"ETH0_IP", "10.0.1.23"},
              {"ETH0_MASK", "24"},

@@ -29,6 +29,8 @@ class PortalLoginTest : public ::testing::Test {
       m_.Write("/etc/apache2/mods-available/" + mod + ".load", "LoadModule x\n");
     }
     m_.Write("/etc/apache2/mods-enabled/headers.load", "LoadModule x\n");
+    m_.Write("/usr/bin/fail2ban-server", "#!/usr/bin/python3\n");
+    m_.Write("/usr/sbin/nft", "ELF\n");
     m_.runner.On({"a2enmod", "-q"}, [this](const Command& c) {
       for (size_t i = 2; i < c.argv.size(); ++i) {
         m_.Write("/etc/apache2/mods-enabled/" + c.argv[i] + ".load", "LoadModule x\n");
@@ -41,13 +43,15 @@ class PortalLoginTest : public ::testing::Test {
     RoleRun run(m_, *role_, {{"ETH0_IP", "10.0.1.23"}, {kNfsHost, "10.0.1.5"}}, nullptr);
     auto s = EnsurePortalLogin(*run.env, users_, login_);
     changes_ = run.Changes();
-    return s;
+    jail_changed_ = s && *s;
+    return s ? Ok() : Fail(s.error());
   }
   FakeMachine m_;
   std::unique_ptr<Role> role_ = MakePortalRole();
   std::vector<LocalUser> users_;
   PortalLogin login_;
   std::vector<std::string> changes_;
+  bool jail_changed_ = false;
 };
 
 TEST_F(PortalLoginTest, ListedUsersPamStackAndModulesOnceThenNothing) {
@@ -56,8 +60,14 @@ TEST_F(PortalLoginTest, ListedUsersPamStackAndModulesOnceThenNothing) {
   const std::string pam = m_.Read(kPwauthPamFile);
   EXPECT_THAT(pam, HasSubstr("pam_listfile.so item=user sense=allow file=/etc/one-hpc/portal-users "
                              "onerr=fail"));
-  EXPECT_THAT(pam, HasSubstr("pam_faillock.so preauth silent deny=5"));
-  EXPECT_THAT(pam, HasSubstr("[success=1 default=bad] pam_unix.so\n"));
+  // Review N8: no per-user lockout (a stranger could keep a user out), every failure slowed.
+  EXPECT_THAT(pam, Not(HasSubstr("pam_faillock")));
+  EXPECT_THAT(pam, HasSubstr("auth     optional   pam_faildelay.so delay=2000000\n"));
+  EXPECT_LT(pam.find("pam_faildelay"), pam.find("pam_listfile"));
+  EXPECT_THAT(pam, HasSubstr("auth     required   pam_unix.so\n"));
+  // Guessing is stopped per source address: fail2ban's jail on Apache's error logs.
+  EXPECT_TRUE(jail_changed_);
+  EXPECT_EQ(m_.Read(kLoginJailFile), RenderLoginJail(LoginKind::kForm));
   EXPECT_THAT(m_.Changes(),
               ::testing::Contains("a2enmod -q ssl socache_shmcb authnz_external rewrite lua proxy "
                                   "proxy_http proxy_wstunnel auth_form session session_cookie "
@@ -73,6 +83,7 @@ TEST_F(PortalLoginTest, ListedUsersPamStackAndModulesOnceThenNothing) {
   EXPECT_THAT(m_.Read(kLoginLuaFile), HasSubstr("local LIFETIME = 36000\n"));
   ASSERT_TRUE(Run());
   EXPECT_TRUE(changes_.empty()) << ::testing::PrintToString(changes_);
+  EXPECT_FALSE(jail_changed_);
   EXPECT_EQ(m_.Read(kSessionKeyFile), session_key) << "a new key would end every session";
   // A user removed from the list can no longer log in.
   users_.pop_back();
@@ -98,6 +109,35 @@ TEST_F(PortalLoginTest, AHandEditedShortKeyIsReplaced) {
   m_.Write(kSessionKeyFile, "short\n");
   ASSERT_TRUE(Run());
   EXPECT_THAT(m_.Read(kSessionKeyFile), ::testing::MatchesRegex("[0-9a-f]{64}\n"));
+}
+
+TEST(LoginJailTest, RefusesASourceAddressNotAUser) {
+  const std::string jail = RenderLoginJail(LoginKind::kForm);
+  EXPECT_THAT(jail, HasSubstr("\n[one-hpc-portal]\nenabled   = true\nfilter    = apache-auth\n"
+                              "port      = http,https\nlogpath   = /var/log/apache2/*error*.log\n"
+                              "backend   = polling\nbanaction = nftables\nmaxretry  = 10\n"
+                              "findtime  = 600\nbantime   = 600\n"));
+  // Debian 12's sshd jail would keep fail2ban from starting on an image without syslog.
+  EXPECT_THAT(jail, HasSubstr("\n[sshd]\nenabled = false\n"));
+  EXPECT_THAT(RenderLoginJail(LoginKind::kBasic), HasSubstr("enabled   = true\n"));
+  EXPECT_THAT(RenderLoginJail(LoginKind::kOidc), HasSubstr("enabled   = false\n"));
+}
+
+// An image without fail2ban would leave guessing unbounded (the PAM stack locks nobody out):
+// the run stops before anything is written, naming what is missing.
+TEST_F(PortalLoginTest, WithoutFail2banThePasswordLoginsStopBeforeAnyChange) {
+  std::filesystem::remove(m_.root + "/usr/bin/fail2ban-server");
+  for (LoginKind kind : {LoginKind::kForm, LoginKind::kBasic}) {
+    login_.kind = kind;
+    auto s = Run();
+    ASSERT_FALSE(s);
+    EXPECT_EQ(s.error().kind, ErrorKind::kNotFound);
+    EXPECT_THAT(s.error().message,
+                HasSubstr("/usr/bin/fail2ban-server is not installed: the image needs fail2ban "
+                          "and nftables"));
+    EXPECT_TRUE(m_.Changes().empty());
+    EXPECT_FALSE(m_.Exists(kPwauthPamFile));
+  }
 }
 
 TEST_F(PortalLoginTest, AMissingModuleNamesThePackages) {

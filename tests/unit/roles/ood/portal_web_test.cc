@@ -6,7 +6,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "roles/names.h"
+#include "roles/ood/portal_login.h"
 #include "roles/ood/settings.h"
 #include "roles/portal.h"
 #include "tests/fakes/machine.h"
@@ -35,6 +38,9 @@ class PortalWebTest : public ::testing::Test {
       std::filesystem::remove(m_.root + "/etc/apache2/sites-enabled/" + c.argv[2] + ".conf");
       return Exit(0);
     });
+    // fail2ban already guards the login (Fail2banGuardsThePasswordLogins starts it).
+    m_.Write(FakeMachine::WantsLink(kFail2banUnit), "enabled\n");
+    m_.active.insert(kFail2banUnit);
   }
   // An image with Open OnDemand whose generator answers `code` (and writes the site on 3);
   // its portal answers with the login form.
@@ -47,9 +53,11 @@ class PortalWebTest : public ::testing::Test {
       return Exit(code, output);
     });
   }
-  Status Run(bool served_changed = false, PlanMode mode = PlanMode::kApply) {
+  Status Run(bool served_changed = false, PlanMode mode = PlanMode::kApply,
+             bool jail_changed = false) {
     RoleRun run(m_, *role_, {{"ETH0_IP", "10.0.1.23"}, {kNfsHost, "10.0.1.5"}}, nullptr, mode);
-    auto s = ServeOpenOnDemand(*run.env, "portal.example.org", login_, served_changed);
+    auto s =
+        ServeOpenOnDemand(*run.env, "portal.example.org", login_, served_changed, jail_changed);
     changes_ = run.Changes();
     publish_ = run.publish;
     return s;
@@ -153,6 +161,36 @@ TEST_F(PortalWebTest, ApacheRestartsOnlyWhenWhatItServesChanged) {
   ASSERT_TRUE(Run(/*served_changed=*/false));
   EXPECT_THAT(changes_, ElementsAre(std::string(kUpdateOodPortal) + " --detailed-exitcodes",
                                     "restart apache2.service (--no-block)"));
+}
+
+// Review N8: once Apache serves the portal, fail2ban reads its failed logins (enabled and
+// started, restarted when the jail changed); with OIDC it is started by nobody and only
+// restarted, when it runs, to drop a jail turned off.
+TEST_F(PortalWebTest, Fail2banGuardsThePasswordLoginsOnceApacheServes) {
+  std::filesystem::remove(m_.root + FakeMachine::WantsLink(kFail2banUnit));
+  m_.active.erase(kFail2banUnit);
+  Installed(3);
+  ASSERT_TRUE(Run());
+  EXPECT_THAT(changes_, ::testing::IsSupersetOf(
+                            {"enable fail2ban.service", "start fail2ban.service (--no-block)"}));
+  EXPECT_LT(std::find(changes_.begin(), changes_.end(), "start apache2.service (--no-block)"),
+            std::find(changes_.begin(), changes_.end(), "start fail2ban.service (--no-block)"))
+      << "the jail reads Apache's logs: Apache first";
+  Installed(0);
+  ASSERT_TRUE(Run(false, PlanMode::kApply, /*jail_changed=*/true));
+  EXPECT_THAT(changes_, ElementsAre(std::string(kUpdateOodPortal) + " --detailed-exitcodes",
+                                    "restart fail2ban.service (--no-block)"));
+  PortalLogin oidc;
+  oidc.kind = LoginKind::kOidc;
+  auto guard = [&] {
+    RoleRun run(m_, *role_, {{"ETH0_IP", "10.0.1.23"}, {kNfsHost, "10.0.1.5"}}, nullptr);
+    EXPECT_TRUE(EnsureLoginGuard(*run.env, oidc, /*jail_changed=*/true));
+    return run.Changes();
+  };
+  m_.active.erase(kFail2banUnit);
+  EXPECT_THAT(guard(), IsEmpty());
+  m_.active.insert(kFail2banUnit);
+  EXPECT_THAT(guard(), ElementsAre("restart fail2ban.service"));
 }
 
 TEST_F(PortalWebTest, AHandEditedVirtualHostIsNeverOverwrittenNorServed) {
