@@ -2,7 +2,8 @@
 # OpenNebula one-apps builds: a QEMU source boots the Debian base image
 # (make-base-image.sh) with a build-time CONTEXT CD-ROM that carries root's SSH key for this
 # build; the provisioners copy the project's .deb and run install-appliance.sh, the same
-# install steps the test lab uses; the disk is trimmed and written compressed.
+# install steps the test lab uses; the disk is trimmed (build-image.sh then zeroes the free
+# blocks left and compresses it).
 #
 # Normally run through build-image.sh, which makes the key and the CONTEXT files:
 #   packer build -var appliance=oneslurm -var base_image=... -var deb=... \
@@ -173,11 +174,12 @@ source "qemu" "appliance" {
   disk_interface   = "virtio"
   net_device       = "virtio-net"
   format           = "qcow2"
-  # Trim on the way out and compress: the image keeps only what the appliance uses. The
-  # packages layer is a build cache: not compressed (faster to write and to read back).
+  # Trim on the way out: the image keeps only what the appliance uses. Not compressed here:
+  # build-image.sh zeroes the free blocks the trim leaves behind, then compresses the image
+  # (the packages layer is a build cache and stays uncompressed).
   disk_discard       = "unmap"
   disk_detect_zeroes = "unmap"
-  disk_compression   = var.deb != ""
+  disk_compression   = false
   output_directory   = var.output_dir
   vm_name            = "${local.image_name}.qcow2"
   # The build-time CONTEXT CD-ROM, labelled like OpenNebula's.
@@ -233,10 +235,5 @@ build {
       "rm -f /root/.ssh/authorized_keys",
       "fstrim -av || true",
     ]
-  }
-
-  post-processor "checksum" {
-    checksum_types = ["sha256"]
-    output         = "${var.output_dir}/${local.image_name}.qcow2.{{.ChecksumType}}"
   }
 }

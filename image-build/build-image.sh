@@ -19,10 +19,12 @@
 #                   without Open OnDemand, named open-ondemand-without-ood.qcow2
 #
 # Makes a throwaway SSH key, writes the build-time context.sh that carries its public key
-# (OpenNebula's format), and runs `packer build`. Needs packer, qemu-system-x86, qemu-utils,
-# xorriso (or genisoimage) for the CONTEXT CD, openssh-client, and a /dev/kvm that runs BIOS
-# guests (checked by booting a 512-byte boot sector), unless --accel tcg.
+# (OpenNebula's format), and runs `packer build`; then zeroes the image's free blocks and
+# compresses it (compact_image in lib.sh). Needs packer, qemu-system-x86, qemu-utils, xorriso
+# (or genisoimage) for the CONTEXT CD, openssh-client, fdisk and e2fsprogs, and a /dev/kvm that
+# runs BIOS guests (checked by booting a 512-byte boot sector), unless --accel tcg.
 set -euo pipefail
+PATH=$PATH:/usr/sbin:/sbin
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=SCRIPTDIR/lib.sh
@@ -87,8 +89,8 @@ fi
 if [ -n "$one_context_deb" ] && [ ! -f "$one_context_deb" ]; then
     die "--one-context-deb: no such file '$one_context_deb'"
 fi
-for tool in packer qemu-system-x86_64 qemu-img ssh-keygen sha256sum; do
-    command -v "$tool" >/dev/null || die "$tool not found (apt-get install packer qemu-system-x86 qemu-utils openssh-client xorriso)"
+for tool in packer qemu-system-x86_64 qemu-img ssh-keygen sha256sum sfdisk e2fsck; do
+    command -v "$tool" >/dev/null || die "$tool not found (apt-get install packer qemu-system-x86 qemu-utils openssh-client xorriso fdisk e2fsprogs)"
 done
 command -v xorriso >/dev/null || command -v genisoimage >/dev/null || command -v mkisofs >/dev/null ||
     die "Packer needs xorriso, genisoimage or mkisofs for the CONTEXT CD (apt-get install xorriso)"
@@ -142,9 +144,13 @@ packer build -color=false \
     -var "ondemand_release=$ondemand_release" \
     "$HERE/appliance.pkr.hcl"
 mv -f "$console" "$output/build-console.log" 2>/dev/null || true
-elapsed=$(( $(date +%s) - start ))
 image=$output/$name.qcow2
 [ -s "$image" ] || die "packer finished but $image is missing"
+if [ "$packages_only" = no ]; then
+    compact_image "$image" "$work" || die "the free blocks of $image could not be zeroed"
+    (cd "$output" && sha256sum "$name.qcow2" > "$name.qcow2.sha256")
+fi
+elapsed=$(( $(date +%s) - start ))
 size=$(du -b "$image" | cut -f1)
 log "done in ${elapsed}s: $image ($((size / 1048576)) MiB, $(qemu-img info --output=json "$image" | sed -n 's/.*"virtual-size": \([0-9]*\).*/\1/p' | awk '{print int($1/1073741824)}') GiB virtual)"
 printf 'build_seconds=%s\nimage_bytes=%s\n' "$elapsed" "$size" > "$output/build-stats"

@@ -135,3 +135,24 @@ qemu_serial_says() {
     wait "$pid" 2>/dev/null
     return "$rc"
 }
+
+# compact_image IMAGE WORK: IMAGE (qcow2) with the free blocks of its Linux partition zeroed,
+# then compressed; WORK holds a raw copy meanwhile. The guest's fstrim cannot free a qcow2
+# cluster (64 KiB) that a used block shares, so the contents of files deleted during a build
+# (apt's lists and caches) stay in the image: 45,035 such blocks, 176 MiB of a 411 MB image,
+# were seen. `e2fsck -E discard` on the raw copy punches a hole in every free block (read back
+# as zeros) and checks the filesystem on the way: one that needs a repair is refused.
+compact_image() {
+    local image=$1 raw=$2/compact.raw start out
+    qemu-img convert -O raw "$image" "$raw" || return 1
+    start=$(sfdisk --dump "$raw" | awk '$0 ~ /type=83/ { sub(/,/, "", $4); print $4; exit }')
+    if ! [[ $start =~ ^[0-9]+$ ]]; then
+        echo "compact_image: no Linux partition (type 83) in $image" >&2; rm -f "$raw"; return 1
+    fi
+    if ! out=$(e2fsck -f -p -E discard "$raw?offset=$((start * 512))" 2>&1); then
+        echo "compact_image: the filesystem of $image needs a repair: $out" >&2; rm -f "$raw"; return 1
+    fi
+    qemu-img convert -c -O qcow2 "$raw" "$image.tmp" || { rm -f "$raw" "$image.tmp"; return 1; }
+    rm -f "$raw"
+    mv -f "$image.tmp" "$image"
+}

@@ -2,7 +2,8 @@
 # Always-on checks of image-build/ (no KVM, no network): `packer validate` and `packer fmt`
 # of the HCL2 template for every appliance (Debian's packer 1.6.6), the template's own
 # validation rule, shellcheck of every provisioning and image script, context-lite against
-# tricky context.sh files, the marketplace metadata of a small image, and `make -n image`
+# tricky context.sh files, the marketplace metadata of a small image, compact_image on a small
+# disk with a deleted file, and `make -n image`
 # through the top-level Makefile + image.mk.
 set -uo pipefail
 SRC=${ONEHPC_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -191,6 +192,51 @@ PY
     fi
 else
     fail "qemu-img is installed (make image-deps)"
+fi
+
+# ---- compact_image (lib.sh): the free blocks of an image zeroed, what is used kept ----------
+# A disk like the base image's (a DOS label, the root partition not first on the disk) whose
+# ext4 holds a file deleted by debugfs: its blocks are free but still hold its bytes, as apt's
+# deleted caches do in a built image; compact_image must leave none of them, keep the other
+# file, and leave a clean, compressed image.
+if command -v qemu-img >/dev/null && command -v sfdisk >/dev/null && command -v debugfs >/dev/null; then
+    mkdir -p "$work/rootfs"
+    yes DELETED-BUILD-FILE | head -c 4194304 > "$work/rootfs/cache.bin"
+    yes KEPT-APPLIANCE-FILE | head -c 1048576 > "$work/rootfs/kept.bin"
+    truncate -s 64M "$work/disk.raw"
+    printf 'label: dos\nstart=8192, type=83\nstart=2048, size=4096, type=ef\n' |
+        sfdisk --quiet "$work/disk.raw" >/dev/null
+    rootfs="$work/disk.raw?offset=$((8192 * 512))"
+    mkfs.ext4 -q -F -E offset=$((8192 * 512)) -d "$work/rootfs" "$work/disk.raw" 48M &&
+        debugfs -w -R "rm /cache.bin" "$rootfs" >/dev/null 2>&1
+    before=$(grep -a -c DELETED-BUILD-FILE "$work/disk.raw")
+    qemu-img convert -O qcow2 "$work/disk.raw" "$work/compact.qcow2"
+    mkdir -p "$work/compact-work"
+    # shellcheck source=image-build/lib.sh
+    if out=$(. "$IB/lib.sh" && compact_image "$work/compact.qcow2" "$work/compact-work" 2>&1) &&
+       qemu-img convert -O raw "$work/compact.qcow2" "$work/after.raw" &&
+       [ "$before" -gt 1000 ] && [ "$(grep -a -c DELETED-BUILD-FILE "$work/after.raw")" = 0 ] &&
+       debugfs -R "cat /kept.bin" "$work/after.raw?offset=$((8192 * 512))" 2>/dev/null | cmp -s - "$work/rootfs/kept.bin" &&
+       e2fsck -f -n "$work/after.raw?offset=$((8192 * 512))" >/dev/null 2>&1 &&
+       qemu-img info "$work/compact.qcow2" | grep -q "file format: qcow2" &&
+       [ -z "$(ls -A "$work/compact-work")" ]; then
+        pass "compact_image: the deleted file's $before lines are gone, the kept file intact, the filesystem clean"
+    else
+        fail "compact_image: the deleted file's lines are gone, the kept file intact, the filesystem clean" \
+            "before: $before lines; after: $(grep -a -c DELETED-BUILD-FILE "$work/after.raw" 2>&1); $out"
+    fi
+    printf 'label: dos\nstart=2048, type=ef\n' | sfdisk --quiet "$work/disk.raw" >/dev/null
+    qemu-img convert -O qcow2 "$work/disk.raw" "$work/nolinux.qcow2"
+    sum=$(sha256sum < "$work/nolinux.qcow2")
+    # shellcheck source=image-build/lib.sh
+    if ! out=$(. "$IB/lib.sh" && compact_image "$work/nolinux.qcow2" "$work/compact-work" 2>&1) &&
+       grep -q "no Linux partition" <<<"$out" && [ "$(sha256sum < "$work/nolinux.qcow2")" = "$sum" ]; then
+        pass "compact_image: a disk without a Linux partition is refused and left as it was"
+    else
+        fail "compact_image: a disk without a Linux partition is refused and left as it was" "$out"
+    fi
+else
+    fail "qemu-img, sfdisk and debugfs are installed (make image-deps)"
 fi
 
 # ---- make image, dry run through the top-level Makefile --------------------------------------
