@@ -422,86 +422,95 @@ Result<std::vector<LocalUser>> ParsePortalUsers(RoleEnv& env, std::string_view t
   return users;
 }
 
-Status EnsureLocalAccounts(RoleEnv& env, const std::vector<LocalUser>& users, AccountMode mode) {
-  const bool portal = mode == AccountMode::kPortal;
-  const std::string var = portal
-                              ? std::string(kLocalUsersVar)
-                              : fmt::format("{} (the portal's {})", kLocalUsersVar, kAttrUserTable);
+namespace {
+
+std::string UserProblem(const std::string& var, const std::string& name, const std::string& what) {
+  return fmt::format("{}: user '{}': {}", var, name, what);
+}
+
+// The list itself (ParseLocalUsers and ParseUserTable already check it; this guards the API).
+Status CheckUserList(const std::vector<LocalUser>& users, bool portal, const std::string& var) {
   std::vector<std::string> problems;
-  auto problem = [&](const std::string& name, const std::string& what) {
-    problems.push_back(fmt::format("{}: user '{}': {}", var, name, what));
-  };
-
-  // The list itself (ParseLocalUsers and ParseUserTable already check it; this guards the API).
-  {
-    std::map<std::uint32_t, std::string> uid_owner;
-    std::set<std::string> seen;
-    for (const auto& u : users) {
-      if (!IsValidLoginName(u.name)) {
-        problems.push_back(fmt::format("{}: an invalid user name (not shown)", var));
-        continue;
-      }
-      if (!seen.insert(u.name).second) problem(u.name, "listed twice");
-      if (u.uid < kMinUid || u.uid > kMaxUid) {
-        problem(u.name, fmt::format("uid {} is outside {}-{}", u.uid, kMinUid, kMaxUid));
-      }
-      if (auto [it, inserted] = uid_owner.emplace(u.uid, u.name); !inserted) {
-        problem(u.name, fmt::format("uid {} is also given to user '{}'", u.uid, it->second));
-      }
-      if (portal && u.password.empty()) problem(u.name, "no password");
-    }
-    if (!problems.empty()) return Fail(ErrorKind::kInvalidInput, JoinLines(problems));
-  }
-
-  auto db = ReadAccountDb(env.files, /*with_shadow=*/true);
-  if (!db) return Fail(db.error());
-  auto managed = ReadState(env.files);
-  if (!managed) return Fail(managed.error());
-
-  std::map<std::uint32_t, std::string> user_by_uid;
-  for (const auto& [name, p] : db->users) user_by_uid.emplace(p.uid, name);
-  std::map<std::uint32_t, std::string> group_by_gid;
-  for (const auto& [name, g] : db->groups) group_by_gid.emplace(g.gid, name);
-
-  // Every problem with the existing accounts, before anything changes.
-  std::set<std::string> listed;
-  std::vector<std::string> adopted;
+  std::map<std::uint32_t, std::string> uid_owner;
+  std::set<std::string> seen;
   for (const auto& u : users) {
-    listed.insert(u.name);
-    const bool is_managed = managed->count(u.name) > 0;
+    if (!IsValidLoginName(u.name)) {
+      problems.push_back(fmt::format("{}: an invalid user name (not shown)", var));
+      continue;
+    }
+    if (!seen.insert(u.name).second) problems.push_back(UserProblem(var, u.name, "listed twice"));
+    if (u.uid < kMinUid || u.uid > kMaxUid) {
+      problems.push_back(UserProblem(
+          var, u.name, fmt::format("uid {} is outside {}-{}", u.uid, kMinUid, kMaxUid)));
+    }
+    if (auto [it, inserted] = uid_owner.emplace(u.uid, u.name); !inserted) {
+      problems.push_back(UserProblem(
+          var, u.name, fmt::format("uid {} is also given to user '{}'", u.uid, it->second)));
+    }
+    if (portal && u.password.empty()) problems.push_back(UserProblem(var, u.name, "no password"));
+  }
+  if (!problems.empty()) return Fail(ErrorKind::kInvalidInput, JoinLines(problems));
+  return Ok();
+}
+
+// Every problem with the existing accounts, before anything changes; the accounts adopted now
+// (an existing, unmanaged account with the listed uid and gid) when there is none.
+Result<std::vector<std::string>> CheckExistingAccounts(const AccountDb& db,
+                                                       const ManagedAccounts& managed,
+                                                       const std::vector<LocalUser>& users,
+                                                       const std::string& var) {
+  std::map<std::uint32_t, std::string> user_by_uid;
+  for (const auto& [name, p] : db.users) user_by_uid.emplace(p.uid, name);
+  std::map<std::uint32_t, std::string> group_by_gid;
+  for (const auto& [name, g] : db.groups) group_by_gid.emplace(g.gid, name);
+  std::vector<std::string> problems, adopted;
+  for (const auto& u : users) {
+    const bool is_managed = managed.count(u.name) > 0;
     const std::string fix = fmt::format(
         "one-hpc never renumbers an account (files in the NFS homes would change owner) and "
         "adopts an existing one only with uid {0} and primary gid {0}: give the user its "
         "existing uid in the list, or rename or remove that account by hand",
         u.uid);
-    if (auto p = db->users.find(u.name); p != db->users.end()) {
+    if (auto p = db.users.find(u.name); p != db.users.end()) {
       if (p->second.uid != u.uid || p->second.gid != u.gid()) {
-        problem(u.name, fmt::format("{} account '{}' exists with uid {} and primary gid {}, the "
-                                    "list wants uid {}; {}",
-                                    is_managed ? "the one-hpc managed" : "an (unmanaged)", u.name,
-                                    p->second.uid, p->second.gid, u.uid, fix));
+        problems.push_back(UserProblem(
+            var, u.name,
+            fmt::format("{} account '{}' exists with uid {} and primary gid {}, the list wants "
+                        "uid {}; {}",
+                        is_managed ? "the one-hpc managed" : "an (unmanaged)", u.name,
+                        p->second.uid, p->second.gid, u.uid, fix)));
         continue;
       }
       if (!is_managed) adopted.push_back(Who(u.name, u.uid));
     } else if (auto o = user_by_uid.find(u.uid); o != user_by_uid.end()) {
-      problem(u.name, fmt::format("uid {} is already used by the account '{}'", u.uid, o->second));
+      problems.push_back(
+          UserProblem(var, u.name,
+                      fmt::format("uid {} is already used by the account '{}'", u.uid, o->second)));
     }
-    if (auto g = db->groups.find(u.name); g != db->groups.end()) {
+    if (auto g = db.groups.find(u.name); g != db.groups.end()) {
       if (g->second.gid != u.gid()) {
-        problem(u.name, fmt::format("a group '{}' exists with gid {}, the user's group needs gid "
-                                    "{}; {}",
-                                    u.name, g->second.gid, u.gid(), fix));
+        problems.push_back(UserProblem(
+            var, u.name,
+            fmt::format("a group '{}' exists with gid {}, the user's group needs gid {}; {}",
+                        u.name, g->second.gid, u.gid(), fix)));
       }
     } else if (auto o = group_by_gid.find(u.gid()); o != group_by_gid.end()) {
-      problem(u.name,
-              fmt::format("gid {} (the user's group: gid = uid) is already used by the group '{}'",
-                          u.gid(), o->second));
+      problems.push_back(UserProblem(
+          var, u.name,
+          fmt::format("gid {} (the user's group: gid = uid) is already used by the group '{}'",
+                      u.gid(), o->second)));
     }
   }
   if (!problems.empty()) return Fail(ErrorKind::kInvalidInput, JoinLines(problems));
+  return adopted;
+}
 
-  // The new state: every listed user enabled, every other managed account disabled.
-  ManagedAccounts next = *managed;
+// The new state, written before any account changes: every listed user enabled, every other
+// managed account disabled.
+Status WriteManagedState(RoleEnv& env, const ManagedAccounts& managed,
+                         const std::vector<LocalUser>& users, const std::set<std::string>& listed,
+                         const std::vector<std::string>& adopted) {
+  ManagedAccounts next = managed;
   for (auto& [name, m] : next) {
     if (!listed.count(name)) m.disabled = true;
   }
@@ -512,20 +521,19 @@ Status EnsureLocalAccounts(RoleEnv& env, const std::vector<LocalUser>& users, Ac
       fmt::format("the accounts one-hpc manages, the only ones it ever changes: {}; disabled: {}",
                   JoinComma(enabled_names), JoinComma(disabled_names));
   if (!adopted.empty()) state_why += "; adopted now: " + JoinComma(adopted);
-  if (auto s =
-          EnsureFile(env, kAccountsStateFile, RenderState(next), 0600, std::nullopt, state_why);
-      !s) {
-    return Fail(s.error());
-  }
+  auto s = EnsureFile(env, kAccountsStateFile, RenderState(next), 0600, std::nullopt, state_why);
+  if (!s) return Fail(s.error());
+  return Ok();
+}
 
-  std::vector<std::string> created, changed, passwords, disabled;
-
-  // 1. Missing groups and users.
-  bool created_any = false;
+// Missing groups and users are created; `db` then holds what the tools made.
+Status CreateMissingAccounts(RoleEnv& env, const std::vector<LocalUser>& users,
+                             const std::string& var, AccountDb& db,
+                             std::vector<std::string>& created) {
   for (const auto& u : users) {
     const std::string who = Who(u.name, u.uid);
     const std::string uid = std::to_string(u.uid);
-    if (!db->groups.count(u.name)) {
+    if (!db.groups.count(u.name)) {
       auto s = env.plan.Do(
           fmt::format("create group {} (gid {})", u.name, u.gid()),
           fmt::format("the primary group of the {} user {}", kLocalUsersVar, who), [&]() {
@@ -533,7 +541,7 @@ Status EnsureLocalAccounts(RoleEnv& env, const std::vector<LocalUser>& users, Ac
           });
       if (!s) return s;
     }
-    if (!db->users.count(u.name)) {
+    if (!db.users.count(u.name)) {
       auto s = env.plan.Do(
           fmt::format("create user {}", who),
           fmt::format("listed in {}; home {} is made at first login, not now", var, u.home()),
@@ -545,101 +553,74 @@ Status EnsureLocalAccounts(RoleEnv& env, const std::vector<LocalUser>& users, Ac
           });
       if (!s) return s;
       created.push_back(who);
-      created_any = true;
     }
   }
-  if (created_any) {
-    if (env.plan.dry_run()) {
-      // What useradd makes: the entry asked for, with a locked password ("!") and no expiry.
-      for (const auto& u : users) {
-        if (db->users.count(u.name)) continue;
-        db->users[u.name] =
-            PasswdEntry{u.name, u.uid, u.gid(), kAccountComment, u.home(), kAccountShell};
-        db->shadow[u.name] = ShadowEntry{"!", ""};
-      }
-    } else {
-      auto reread = ReadAccountDb(env.files, /*with_shadow=*/true);
-      if (!reread) return Fail(reread.error());
-      *db = std::move(*reread);
+  if (created.empty()) return Ok();
+  if (env.plan.dry_run()) {
+    // What useradd makes: the entry asked for, with a locked password ("!") and no expiry.
+    for (const auto& u : users) {
+      if (db.users.count(u.name)) continue;
+      db.users[u.name] =
+          PasswdEntry{u.name, u.uid, u.gid(), kAccountComment, u.home(), kAccountShell};
+      db.shadow[u.name] = ShadowEntry{"!", ""};
     }
+    return Ok();
   }
+  auto reread = ReadAccountDb(env.files, /*with_shadow=*/true);
+  if (!reread) return Fail(reread.error());
+  db = std::move(*reread);
+  return Ok();
+}
 
-  // 2. The listed accounts: fields, expiry, password lock; then the passwords.
-  PasswordBatch clear, hashed;
-  for (const auto& u : users) {
-    const std::string who = Who(u.name, u.uid);
-    auto p = db->users.find(u.name);
-    if (p == db->users.end()) {
-      return Fail(ErrorKind::kInternal,
-                  fmt::format("{}: user {} is not in {} after useradd", var, who, kPasswdPath));
-    }
-    ShadowEntry sh;
-    if (auto s = db->shadow.find(u.name); s != db->shadow.end()) {
-      sh = s->second;
-    } else {
-      sh.hash = "!";  // no shadow entry: no usable password
-    }
-    std::vector<std::string> opts;
-    std::vector<std::string> reasons;
-    if (p->second.gecos != kAccountComment) {
-      opts.insert(opts.end(), {"--comment", kAccountComment});
-      reasons.push_back("comment '" + p->second.gecos + "'");
-    }
-    if (p->second.home != u.home()) {
-      opts.insert(opts.end(), {"--home", u.home()});  // no --move-home: homes are never moved
-      reasons.push_back("home '" + p->second.home + "'");
-    }
-    if (p->second.shell != kAccountShell) {
-      opts.insert(opts.end(), {"--shell", kAccountShell});
-      reasons.push_back("shell '" + p->second.shell + "'");
-    }
-    if (!sh.expire.empty()) {
-      opts.insert(opts.end(), {"--expiredate", ""});
-      reasons.push_back(sh.expire == kDisabledExpiry ? "disabled (expired) and listed again"
-                                                     : "expiry date " + sh.expire);
-    }
-    const bool locked = !sh.hash.empty() && sh.hash[0] == '!';
-    bool set_password = false;
-    if (portal) {
-      const std::string current = locked ? sh.hash.substr(1) : sh.hash;
-      // A given hash is installed as it is: it is current when it is the very same text.
-      const bool verifies =
-          u.password_is_hash ? current == u.password : PasswordMatches(u.password, current);
-      if (locked && verifies) {
-        opts.push_back("--unlock");
-        reasons.push_back("password locked");
-      }
-      set_password = !verifies;
-    } else if (!locked) {
-      opts.push_back("--lock");
-      reasons.push_back("password not locked on a worker");
-    }
-    if (!opts.empty()) {
-      std::vector<std::string> argv = {"usermod"};
-      argv.insert(argv.end(), opts.begin(), opts.end());
-      argv.push_back(u.name);
-      std::string what = fmt::format("update user {}: {}", who, log::QuoteArgv(argv));
-      auto s = env.plan.Do(what, "now: " + JoinComma(reasons),
-                           [&]() { return RunTool(env, WithPrefix(env.files, argv)); });
-      if (!s) return s;
-      changed.push_back(who);
-    }
-    if (set_password) {
-      PasswordBatch& batch = u.password_is_hash ? hashed : clear;
-      batch.input += u.name + ":" + u.password + "\n";
-      batch.secrets.push_back(u.password);
-      batch.who.push_back(who);
-      std::string why = "no password yet";
-      if (sh.hash != "!" && !sh.hash.empty()) {
-        why = u.password_is_hash ? "the current hash is not the hash in " + var
-                                 : "the current hash does not verify the password in " + var;
-      }
-      batch.why.push_back(u.name + ": " + why);
-      passwords.push_back(who);
-    }
+// What usermod must change on a listed account (its options, and why in words), and whether its
+// password must be set: the portal's accounts carry the listed password, a worker's are locked.
+struct AccountChange {
+  std::vector<std::string> opts;
+  std::vector<std::string> reasons;
+  bool set_password = false;
+};
+
+AccountChange ListedAccountChange(const PasswdEntry& p, const ShadowEntry& sh, const LocalUser& u,
+                                  bool portal) {
+  AccountChange c;
+  if (p.gecos != kAccountComment) {
+    c.opts.insert(c.opts.end(), {"--comment", kAccountComment});
+    c.reasons.push_back("comment '" + p.gecos + "'");
   }
-  // Clear-text passwords are hashed by chpasswd (yescrypt); given hashes are installed as
-  // they are (--encrypted). Both on stdin only.
+  if (p.home != u.home()) {
+    c.opts.insert(c.opts.end(), {"--home", u.home()});  // no --move-home: homes are never moved
+    c.reasons.push_back("home '" + p.home + "'");
+  }
+  if (p.shell != kAccountShell) {
+    c.opts.insert(c.opts.end(), {"--shell", kAccountShell});
+    c.reasons.push_back("shell '" + p.shell + "'");
+  }
+  if (!sh.expire.empty()) {
+    c.opts.insert(c.opts.end(), {"--expiredate", ""});
+    c.reasons.push_back(sh.expire == kDisabledExpiry ? "disabled (expired) and listed again"
+                                                     : "expiry date " + sh.expire);
+  }
+  const bool locked = !sh.hash.empty() && sh.hash[0] == '!';
+  if (portal) {
+    const std::string current = locked ? sh.hash.substr(1) : sh.hash;
+    // A given hash is installed as it is: it is current when it is the very same text.
+    const bool verifies =
+        u.password_is_hash ? current == u.password : PasswordMatches(u.password, current);
+    if (locked && verifies) {
+      c.opts.push_back("--unlock");
+      c.reasons.push_back("password locked");
+    }
+    c.set_password = !verifies;
+  } else if (!locked) {
+    c.opts.push_back("--lock");
+    c.reasons.push_back("password not locked on a worker");
+  }
+  return c;
+}
+
+// Clear-text passwords are hashed by chpasswd (yescrypt); given hashes are installed as they
+// are (--encrypted). Both on stdin only.
+Status SetPasswords(RoleEnv& env, PasswordBatch& clear, PasswordBatch& hashed) {
   for (PasswordBatch* batch : {&clear, &hashed}) {
     if (batch->input.empty()) continue;
     const bool encrypted = batch == &hashed;
@@ -658,16 +639,68 @@ Status EnsureLocalAccounts(RoleEnv& env, const std::vector<LocalUser>& users, Ac
     explicit_bzero(batch->input.data(), batch->input.size());
     if (!s) return s;
   }
+  return Ok();
+}
 
-  // 3. Managed accounts no longer listed: locked and expired, never deleted.
-  for (const auto& entry : *managed) {
+// The listed accounts: fields, expiry, password lock; then the passwords.
+Status UpdateListedAccounts(RoleEnv& env, const std::vector<LocalUser>& users, bool portal,
+                            const std::string& var, const AccountDb& db,
+                            std::vector<std::string>& changed,
+                            std::vector<std::string>& passwords) {
+  PasswordBatch clear, hashed;
+  for (const auto& u : users) {
+    const std::string who = Who(u.name, u.uid);
+    auto p = db.users.find(u.name);
+    if (p == db.users.end()) {
+      return Fail(ErrorKind::kInternal,
+                  fmt::format("{}: user {} is not in {} after useradd", var, who, kPasswdPath));
+    }
+    ShadowEntry sh;
+    if (auto s = db.shadow.find(u.name); s != db.shadow.end()) {
+      sh = s->second;
+    } else {
+      sh.hash = "!";  // no shadow entry: no usable password
+    }
+    AccountChange c = ListedAccountChange(p->second, sh, u, portal);
+    if (!c.opts.empty()) {
+      std::vector<std::string> argv = {"usermod"};
+      argv.insert(argv.end(), c.opts.begin(), c.opts.end());
+      argv.push_back(u.name);
+      std::string what = fmt::format("update user {}: {}", who, log::QuoteArgv(argv));
+      auto s = env.plan.Do(what, "now: " + JoinComma(c.reasons),
+                           [&]() { return RunTool(env, WithPrefix(env.files, argv)); });
+      if (!s) return s;
+      changed.push_back(who);
+    }
+    if (c.set_password) {
+      PasswordBatch& batch = u.password_is_hash ? hashed : clear;
+      batch.input += u.name + ":" + u.password + "\n";
+      batch.secrets.push_back(u.password);
+      batch.who.push_back(who);
+      std::string why = "no password yet";
+      if (sh.hash != "!" && !sh.hash.empty()) {
+        why = u.password_is_hash ? "the current hash is not the hash in " + var
+                                 : "the current hash does not verify the password in " + var;
+      }
+      batch.why.push_back(u.name + ": " + why);
+      passwords.push_back(who);
+    }
+  }
+  return SetPasswords(env, clear, hashed);
+}
+
+// Managed accounts no longer listed: locked and expired, never deleted.
+Status DisableUnlistedAccounts(RoleEnv& env, const ManagedAccounts& managed,
+                               const std::set<std::string>& listed, const AccountDb& db,
+                               const std::string& var, std::vector<std::string>& disabled) {
+  for (const auto& entry : managed) {
     // A named copy: lambdas below capture it (clang 14 cannot capture structured bindings).
     const std::string& name = entry.first;
     const auto& m = entry.second;
     if (listed.count(name)) continue;
     const std::string who = Who(name, m.uid);
-    auto p = db->users.find(name);
-    if (p == db->users.end()) {
+    auto p = db.users.find(name);
+    if (p == db.users.end()) {
       env.plan.Keep("disabled user " + who, "removed from " + var + "; the account is gone");
       continue;
     }
@@ -679,7 +712,7 @@ Status EnsureLocalAccounts(RoleEnv& env, const std::vector<LocalUser>& users, Ac
       continue;
     }
     ShadowEntry sh;
-    if (auto s = db->shadow.find(name); s != db->shadow.end()) sh = s->second;
+    if (auto s = db.shadow.find(name); s != db.shadow.end()) sh = s->second;
     if (!sh.hash.empty() && sh.hash[0] == '!' && sh.expire == kDisabledExpiry) {
       env.plan.Keep("disabled user " + who, "removed from " + var + "; already locked and expired");
       continue;
@@ -693,6 +726,31 @@ Status EnsureLocalAccounts(RoleEnv& env, const std::vector<LocalUser>& users, Ac
     if (!s) return s;
     disabled.push_back(who);
   }
+  return Ok();
+}
+
+}  // namespace
+
+Status EnsureLocalAccounts(RoleEnv& env, const std::vector<LocalUser>& users, AccountMode mode) {
+  const bool portal = mode == AccountMode::kPortal;
+  const std::string var = portal
+                              ? std::string(kLocalUsersVar)
+                              : fmt::format("{} (the portal's {})", kLocalUsersVar, kAttrUserTable);
+  if (auto s = CheckUserList(users, portal, var); !s) return s;
+  auto db = ReadAccountDb(env.files, /*with_shadow=*/true);
+  if (!db) return Fail(db.error());
+  auto managed = ReadState(env.files);
+  if (!managed) return Fail(managed.error());
+  auto adopted = CheckExistingAccounts(*db, *managed, users, var);
+  if (!adopted) return Fail(adopted.error());
+  std::set<std::string> listed;
+  for (const auto& u : users) listed.insert(u.name);
+  if (auto s = WriteManagedState(env, *managed, users, listed, *adopted); !s) return s;
+
+  std::vector<std::string> created, changed, passwords, disabled;
+  if (auto s = CreateMissingAccounts(env, users, var, *db, created); !s) return s;
+  if (auto s = UpdateListedAccounts(env, users, portal, var, *db, changed, passwords); !s) return s;
+  if (auto s = DisableUnlistedAccounts(env, *managed, listed, *db, var, disabled); !s) return s;
 
   if (created.empty() && changed.empty() && passwords.empty() && disabled.empty()) {
     log::Info("OOD accounts: {} listed, all up to date", users.size());
