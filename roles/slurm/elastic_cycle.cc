@@ -518,6 +518,177 @@ Result<elastic::Snapshot> BuildElasticSnapshot(const ServiceInfo& service, const
   return s;
 }
 
+namespace {
+
+// What one cycle acts with: its options and adapters, its state and its report.
+struct Cycle {
+  const ElasticOptions& options;
+  OneGateClient& onegate;
+  slurm::SlurmClient& client;
+  Clock& clock;
+  Files& files;
+  ElasticState& state;
+  ElasticReport& report;
+  const std::string& pfx;
+  TimePoint start;
+  std::optional<std::string> own_error;
+  bool stop_replacing = false;
+  bool node_changes = false;
+};
+
+// The VMs of the role registered in Slurm now (a worker that registered since the last cycle
+// ends a run of failed boots); an error message when the document cannot be trusted.
+Result<std::set<int>> RegisteredNow(const ServiceInfo& service, const std::string& role,
+                                    const std::vector<slurm::SlurmNode>& nodes,
+                                    const std::vector<slurm::PendingJob>& pending, long long now) {
+  auto probe = BuildElasticSnapshot(service, role, nodes, pending, now, ElasticState{});
+  if (!probe) return Fail(probe.error());
+  std::set<int> registered;
+  for (const auto& w : probe->workers) {
+    if (!w.node.empty()) registered.insert(w.vm_id);
+  }
+  return registered;
+}
+
+// An action that is not carried out this cycle (a wait, a job already told, a dry run, the time
+// budget used up): its outcome is complete and true is returned.
+bool NotCarriedOut(Cycle& c, const Action& a, const std::string& what, ElasticOutcome& o) {
+  if (a.kind == Kind::kWait) {
+    log::Info("{}{}", c.pfx, what);
+  } else if (a.kind == Kind::kJobTooLarge && c.state.told_jobs.count(ArrayJobId(a.job))) {
+    o.note = "its AdminComment already says so";
+    log::Info("{}{} ({})", c.pfx, what, o.note);
+  } else if (c.options.dry_run) {
+    log::Info("{}would {}", c.pfx, what);
+  } else if (c.clock.Now() - c.start > c.options.budget) {
+    o.note = fmt::format("left for the next cycle: the time budget of {} ms is used up",
+                         c.options.budget.count());
+    log::Warn("{}{}: {}", c.pfx, what, o.note);
+  } else {
+    return false;
+  }
+  return true;
+}
+
+Status Grow(Cycle& c, const Action& a, ElasticOutcome& o) {
+  Status result = c.onegate.ScaleRole(c.options.role, a.target);
+  if (!result && c.onegate.last_failure().status == 400) {
+    // OneFlow refuses during SCALING and COOLDOWN, outside min_vms/max_vms, or when the
+    // cardinality is already N: not a failure of this cycle.
+    o.note =
+        "OneFlow refused (400: scaling, cooldown, or outside the role's min_vms/"
+        "max_vms): asked again next cycle";
+    log::Warn("{}grow role {} to {}: {}", c.pfx, c.options.role, a.target, o.note);
+    return Ok();
+  }
+  return result;
+}
+
+Status Terminate(Cycle& c, const Action& a, ElasticOutcome& o) {
+  if (!a.node.empty()) {
+    // Read the node again: a job may have landed between the drain and now.
+    auto n = c.client.ShowNode(a.node);
+    if (!n) return Fail(n.error().WithContext("reading " + a.node + " before its terminate"));
+    if (*n && (HasJobs(**n) || !(*n)->IsDrain())) {
+      o.note = fmt::format("not terminated: {} is {} now (a job got onto it, or it was resumed)",
+                           a.node, (*n)->state);
+      log::Info("{}terminate VM {}: {}", c.pfx, a.vm_id, o.note);
+      return Ok();
+    }
+  }
+  Status result = c.onegate.TerminateVm(a.vm_id);
+  if (result && a.node.empty()) ++c.state.consecutive_boot_failures;
+  return result;
+}
+
+Status StopReplacing(Cycle& c, const Action& a, ElasticOutcome& o) {
+  std::string error = std::string(kElasticErrorPrefix) + " " + a.reason;
+  if (!OneGateValueProblem(error).empty()) {
+    error = std::string(kElasticErrorPrefix) +
+            " worker boots keep failing: growing and replacing stopped";
+  }
+  if (c.own_error && *c.own_error == error) {
+    o.note = "ERROR already published";
+    return Ok();
+  }
+  return PublishRecorded(c.onegate, c.files, "ERROR", error);  // configure erases it too
+}
+
+// Carries out one action; a note in `o` says why it did nothing (then it is not done).
+Status Perform(Cycle& c, const Action& a, ElasticOutcome& o) {
+  switch (a.kind) {
+    case Kind::kGrow:
+      return Grow(c, a, o);
+    case Kind::kResume:
+    case Kind::kDrain: {
+      c.node_changes = true;
+      auto r = c.client.SetState(
+          a.node,
+          a.kind == Kind::kDrain ? slurm::NodeStateChange::kDrain : slurm::NodeStateChange::kResume,
+          elastic::kElasticIdleReason);
+      if (!r) return Fail(r.error());
+      return Ok();
+    }
+    case Kind::kTerminate:
+      return Terminate(c, a, o);
+    case Kind::kJobTooLarge: {
+      Status result =
+          c.client.SetJobAdminComment(ArrayJobId(a.job), "one-hpc elastic: " + a.reason);
+      if (result) c.state.told_jobs.insert(ArrayJobId(a.job));
+      return result;
+    }
+    case Kind::kStopReplacing:
+      return StopReplacing(c, a, o);
+    case Kind::kWait:
+      break;
+  }
+  return Ok();
+}
+
+void ApplyActions(Cycle& c, const std::vector<Action>& actions) {
+  for (const Action& a : actions) {
+    ElasticOutcome o;
+    o.action = a;
+    const std::string what = Describe(a, c.options.role);
+    if (a.kind == Kind::kStopReplacing) c.stop_replacing = true;
+    if (!NotCarriedOut(c, a, what, o)) {
+      log::Info("{}{}", c.pfx, what);
+      Status result = Perform(c, a, o);
+      if (!result) {
+        o.failed = true;
+        o.note = result.error().message;
+        log::Error("{}{} -- FAILED: {}", c.pfx, what, o.note);
+      } else {
+        o.done = o.note.empty();
+      }
+    }
+    c.report.outcomes.push_back(std::move(o));
+  }
+}
+
+// After the actions of a cycle that is not a dry run: the ERROR of a former stop erased, the
+// node changes read back, what the state remembers brought up to date.
+void WrapUp(Cycle& c, const ServiceInfo& service, const std::set<int>& registered_now,
+            const std::vector<slurm::PendingJob>& pending, long long now) {
+  if (!c.stop_replacing) EraseOwnError(c.onegate, c.files, c.own_error, c.pfx);
+  if (c.node_changes && c.clock.Now() - c.start <= c.options.budget + Duration(10000)) {
+    VerifyNodeChanges(c.client, c.report, c.pfx);
+  }
+  c.state.registered_vms = registered_now;
+  std::set<std::string> pending_ids;
+  for (const auto& j : pending) pending_ids.insert(ArrayJobId(j.id));
+  std::set<std::string> still;
+  for (const auto& id : c.state.told_jobs) {
+    if (pending_ids.count(id)) still.insert(id);
+  }
+  c.state.told_jobs = std::move(still);
+  RecordDecision(c.state,
+                 DecisionLines(c.report, *service.FindRole(c.options.role), registered_now.size()),
+                 now);
+}
+
+}  // namespace
+
 Result<ElasticReport> RunElastic(const ElasticOptions& options, OneGateClient& onegate,
                                  ProcessRunner& runner, Clock& clock, Files& files) {
   const std::function<long long()> epoch =
@@ -561,168 +732,30 @@ Result<ElasticReport> RunElastic(const ElasticOptions& options, OneGateClient& o
     report.onegate_requests = onegate.requests_sent() - requests_before;
   };
   auto nodes = client.ShowNodes();
-  if (!nodes) {
+  auto pending = nodes ? client.PendingJobs() : Result<std::vector<slurm::PendingJob>>{};
+  if (!nodes || !pending) {
     finish();
-    return Fail(nodes.error().WithContext("elastic: reading the Slurm nodes"));
-  }
-  auto pending = client.PendingJobs();
-  if (!pending) {
-    finish();
+    if (!nodes) return Fail(nodes.error().WithContext("elastic: reading the Slurm nodes"));
     return Fail(pending.error().WithContext("elastic: reading the pending jobs"));
   }
-
-  // A worker that registered since the last cycle ends a run of failed boots.
-  std::set<int> registered_now;
-  {
-    auto probe =
-        BuildElasticSnapshot(*service, options.role, *nodes, *pending, now, ElasticState{});
-    if (!probe) {
-      finish();
-      return skip(probe.error().message);
-    }
-    for (const auto& w : probe->workers) {
-      if (!w.node.empty()) registered_now.insert(w.vm_id);
-    }
+  auto registered_now = RegisteredNow(*service, options.role, *nodes, *pending, now);
+  if (registered_now) {
+    RememberVms(*service->FindRole(options.role), *registered_now, now, pfx, *state);
   }
-  RememberVms(*service->FindRole(options.role), registered_now, now, pfx, *state);
-  auto snapshot = BuildElasticSnapshot(*service, options.role, *nodes, *pending, now, *state);
+  auto snapshot = registered_now
+                      ? BuildElasticSnapshot(*service, options.role, *nodes, *pending, now, *state)
+                      : Result<elastic::Snapshot>(Fail(registered_now.error()));
   if (!snapshot) {
     finish();
     return skip(snapshot.error().message);
   }
   report.snapshot = WithReadyJobs(*snapshot, now, *state);
-  const std::vector<Action> actions = elastic::Decide(options.limits, report.snapshot);
 
-  const std::optional<std::string> own_error = OwnError(*service, onegate.vmid());
-
-  bool stop_replacing = false;
-  bool node_changes = false;
-  std::set<std::string> pending_ids;
-  for (const auto& j : *pending) pending_ids.insert(ArrayJobId(j.id));
-  for (const Action& a : actions) {
-    ElasticOutcome o;
-    o.action = a;
-    const std::string what = Describe(a, options.role);
-    const bool changes = a.kind != Kind::kWait;
-    if (a.kind == Kind::kStopReplacing) stop_replacing = true;
-    if (!changes) {
-      log::Info("{}{}", pfx, what);
-      report.outcomes.push_back(std::move(o));
-      continue;
-    }
-    if (a.kind == Kind::kJobTooLarge && state->told_jobs.count(ArrayJobId(a.job))) {
-      o.note = "its AdminComment already says so";
-      log::Info("{}{} ({})", pfx, what, o.note);
-      report.outcomes.push_back(std::move(o));
-      continue;
-    }
-    if (options.dry_run) {
-      log::Info("{}would {}", pfx, what);
-      report.outcomes.push_back(std::move(o));
-      continue;
-    }
-    if (clock.Now() - start > options.budget) {
-      o.note = fmt::format("left for the next cycle: the time budget of {} ms is used up",
-                           options.budget.count());
-      log::Warn("{}{}: {}", pfx, what, o.note);
-      report.outcomes.push_back(std::move(o));
-      continue;
-    }
-    log::Info("{}{}", pfx, what);
-    Status result = Ok();
-    switch (a.kind) {
-      case Kind::kGrow: {
-        result = onegate.ScaleRole(options.role, a.target);
-        if (!result && onegate.last_failure().status == 400) {
-          // OneFlow refuses during SCALING and COOLDOWN, outside min_vms/max_vms, or when the
-          // cardinality is already N: not a failure of this cycle.
-          o.note =
-              "OneFlow refused (400: scaling, cooldown, or outside the role's min_vms/"
-              "max_vms): asked again next cycle";
-          log::Warn("{}grow role {} to {}: {}", pfx, options.role, a.target, o.note);
-          result = Ok();
-          report.outcomes.push_back(std::move(o));
-          continue;
-        }
-        break;
-      }
-      case Kind::kResume:
-      case Kind::kDrain: {
-        auto r = client.SetState(a.node,
-                                 a.kind == Kind::kDrain ? slurm::NodeStateChange::kDrain
-                                                        : slurm::NodeStateChange::kResume,
-                                 elastic::kElasticIdleReason);
-        if (!r) result = Fail(r.error());
-        node_changes = true;
-        break;
-      }
-      case Kind::kTerminate: {
-        if (!a.node.empty()) {
-          // Read the node again: a job may have landed between the drain and now.
-          auto n = client.ShowNode(a.node);
-          if (!n) {
-            result = Fail(n.error().WithContext("reading " + a.node + " before its terminate"));
-            break;
-          }
-          if (*n && (HasJobs(**n) || !(*n)->IsDrain())) {
-            o.note = fmt::format(
-                "not terminated: {} is {} now (a job got onto it, or it was "
-                "resumed)",
-                a.node, (*n)->state);
-            log::Info("{}terminate VM {}: {}", pfx, a.vm_id, o.note);
-            report.outcomes.push_back(std::move(o));
-            continue;
-          }
-        }
-        result = onegate.TerminateVm(a.vm_id);
-        if (result && a.node.empty()) ++state->consecutive_boot_failures;
-        break;
-      }
-      case Kind::kJobTooLarge: {
-        result = client.SetJobAdminComment(ArrayJobId(a.job), "one-hpc elastic: " + a.reason);
-        if (result) state->told_jobs.insert(ArrayJobId(a.job));
-        break;
-      }
-      case Kind::kStopReplacing: {
-        std::string error = std::string(kElasticErrorPrefix) + " " + a.reason;
-        if (!OneGateValueProblem(error).empty()) {
-          error = std::string(kElasticErrorPrefix) +
-                  " worker boots keep failing: growing and replacing stopped";
-        }
-        if (own_error && *own_error == error) {
-          o.note = "ERROR already published";
-        } else {
-          result = PublishRecorded(onegate, files, "ERROR", error);  // configure erases it too
-        }
-        break;
-      }
-      case Kind::kWait:
-        break;
-    }
-    if (!result) {
-      o.failed = true;
-      o.note = result.error().message;
-      log::Error("{}{} -- FAILED: {}", pfx, what, o.note);
-    } else {
-      o.done = o.note.empty();
-    }
-    report.outcomes.push_back(std::move(o));
-  }
-
+  Cycle cycle{options, onegate, client, clock, files,
+              *state,  report,  pfx,    start, OwnError(*service, onegate.vmid())};
+  ApplyActions(cycle, elastic::Decide(options.limits, report.snapshot));
   if (!options.dry_run) {
-    if (!stop_replacing) EraseOwnError(onegate, files, own_error, pfx);
-    if (node_changes && clock.Now() - start <= options.budget + Duration(10000)) {
-      VerifyNodeChanges(client, report, pfx);
-    }
-    state->registered_vms = registered_now;
-    std::set<std::string> still;
-    for (const auto& id : state->told_jobs) {
-      if (pending_ids.count(id)) still.insert(id);
-    }
-    state->told_jobs = std::move(still);
-    RecordDecision(*state,
-                   DecisionLines(report, *service->FindRole(options.role), registered_now.size()),
-                   now);
+    WrapUp(cycle, *service, *registered_now, *pending, now);
     save();
   }
   finish();
@@ -731,7 +764,7 @@ Result<ElasticReport> RunElastic(const ElasticOptions& options, OneGateClient& o
   log::Info(
       "{}{} worker VMs ({} registered, cardinality {}), {} pending job(s): {} action(s), {} "
       "done, {} failed ({} OneGate request(s), {} Slurm calls)",
-      pfx, report.snapshot.workers.size(), registered_now.size(), report.snapshot.cardinality,
+      pfx, report.snapshot.workers.size(), registered_now->size(), report.snapshot.cardinality,
       pending->size(), report.outcomes.size(), done, report.failures(), report.onegate_requests,
       report.slurm_calls);
   return report;
