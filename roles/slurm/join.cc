@@ -210,6 +210,127 @@ Result<ControllerInfo> FindController(RoleEnv& env, const JoinSetup& setup, int 
   return ctl;
 }
 
+// Before slurmd registers: the reconciler acts only on names nobody publishes. Before the key
+// request: the key server boxes the key for the public key this VM publishes.
+Status PublishNodeName(RoleEnv& env, const ControllerInfo& ctl, const std::string& name,
+                       const std::string& public_key) {
+  std::vector<std::pair<std::string, std::string>> own_attrs;
+  if (ctl.own_published_name != name) own_attrs.emplace_back(slurm::kAttrNodeName, name);
+  if (ctl.own_published_key != public_key) {
+    own_attrs.emplace_back(slurm::kAttrWorkerPublicKey, public_key);
+  }
+  const std::string published =
+      std::string(slurm::kAttrNodeName) + "=" + name + " and " + slurm::kAttrWorkerPublicKey;
+  if (own_attrs.empty()) {
+    env.plan.Keep("published " + published, "OneGate already has them");
+    return Ok();
+  }
+  return env.plan.Do("publish " + published + " in OneGate",
+                     "before slurmd registers, so that the controller's reconciler never takes "
+                     "this node for one whose VM is gone, and before the key request",
+                     [&] { return env.onegate->UpdateVm(own_attrs); });
+}
+
+struct SlurmdFiles {
+  bool unit_changed = false;
+  bool gres_changed = false;
+};
+
+// slurmd's unit (a dynamic node of the controller with this VM's CPUs, memory and GPUs) and
+// the node's gres.conf, which the fetched gres.conf includes: slurmd cannot start without it.
+Result<SlurmdFiles> WriteSlurmdFiles(RoleEnv& env, const JoinSetup& setup,
+                                     const ControllerInfo& ctl) {
+  slurm::SlurmdUnitParams unit;
+  unit.node_name = setup.node_name;
+  unit.controller_addr = ctl.addr;
+  unit.requires_mounts = setup.requires_mounts;
+  auto cpus = host::CountCpus(env.files);
+  if (!cpus) return Fail(cpus.error());
+  auto mem = host::MemTotalMb(env.files);
+  if (!mem) return Fail(mem.error());
+  unit.cpus = *cpus;
+  unit.real_memory_mb = host::RealMemoryMb(*mem);
+  const host::GpuInventory gpus = host::DetectGpus(env.files, env.runner);
+  unit.gres = slurm::NodeGres(gpus);
+  log::Info("worker: advertising {} (MemTotal {} MiB, {} MiB kept for the OS)",
+            slurm::SlurmdNodeConf(unit), *mem, host::OsMemoryReserveMb(*mem));
+  auto written =
+      EnsureFile(env, slurm::kSlurmdUnitPath, slurm::RenderSlurmdUnit(unit), 0644, std::nullopt,
+                 "slurmd as dynamic node " + setup.node_name + " of " + ctl.addr + " (" +
+                     slurm::SlurmdNodeConf(unit) + ")");
+  if (!written) return Fail(written.error());
+  auto gres_written =
+      EnsureFile(env, slurm::kGresNodeConfPath, slurm::RenderNodeGresConf(gpus), 0644, std::nullopt,
+                 "this node's GPUs for Slurm (" + gpus.why + ")");
+  if (!gres_written) return Fail(gres_written.error());
+  return SlurmdFiles{*written, *gres_written};
+}
+
+// Why slurmd must restart, or "" when it need not.
+std::string SlurmdRestartWhy(RoleEnv& env, slurm::SlurmClient& client, const ControllerInfo& ctl,
+                             const std::string& name, const SlurmdFiles& files, bool key_changed) {
+  if (files.unit_changed) return "slurmd.service changed";
+  if (files.gres_changed) {
+    return std::string(slurm::kGresNodeConfPath) + " changed (slurmd reads it at start)";
+  }
+  if (key_changed) return "the munge key changed";
+  if (!env.files.Exists(slurm::kConfiglessSlurmConf)) return "";
+  // A configless slurmd keeps the slurm.conf it fetched at start; after the controller's
+  // changed, only a restart fetches the new one. On 22.05 that is the safe way for dynamic
+  // nodes: running jobs go on (their slurmstepd are not slurmd's children) and the node
+  // re-registers under its name, whereas `scontrol reconfigure` leaves busy dynamic nodes
+  // stuck ALLOCATED (tests/integration/slurm_real_test.cc).
+  auto cached = env.files.Read(slurm::kConfiglessSlurmConf);
+  const std::string cached_id = cached ? slurm::SlurmConfId(*cached) : "";
+  // A slurmd whose node was deleted (or rejected by a full table) never
+  // registers again by itself; only a restart makes it try.
+  auto active = env.systemd.IsActive(slurm::kSlurmdUnit);
+  if (!active || !*active) return "";
+  if (!ctl.slurm_conf_id.empty() && cached && cached_id != ctl.slurm_conf_id) {
+    return "the controller's slurm.conf changed (" + std::string(slurm::kAttrSlurmConfId) + " " +
+           ctl.slurm_conf_id + ", this node's copy " + cached_id +
+           "): a slurmd restart fetches it; running jobs go on";
+  }
+  auto shown = client.ShowNode(name);
+  if (shown && !shown->has_value()) {
+    return "slurmd runs but node " + name +
+           " is not registered (deleted while slurmd kept running, or rejected "
+           "by a full node table); only a restart registers it again";
+  }
+  return "";
+}
+
+// slurmd started (or restarted when it must), and the node registered with the controller.
+Status StartSlurmd(RoleEnv& env, const JoinSetup& setup, const ControllerInfo& ctl,
+                   const std::string& own_ip, const SlurmdFiles& files, bool key_changed) {
+  if (auto s = DaemonReloadIf(env, files.unit_changed, "slurmd.service changed"); !s) return s;
+  if (auto s = EnsureUnitEnabled(env, slurm::kSlurmdUnit, "multi-user.target",
+                                 "the node rejoins after a reboot");
+      !s) {
+    return s;
+  }
+  slurm::SlurmClientOptions client_options;
+  client_options.slurm_conf = env.files.HostPath(slurm::kConfiglessSlurmConf);
+  slurm::SlurmClient client(env.runner, client_options);
+  const std::string restart_why =
+      SlurmdRestartWhy(env, client, ctl, setup.node_name, files, key_changed);
+  if (auto s = EnsureUnitRunning(env, slurm::kSlurmdUnit, !restart_why.empty(), restart_why,
+                                 "slurmd joins the cluster");
+      !s) {
+    return s;
+  }
+  if (env.plan.dry_run()) return Ok();
+  slurm::RegistrationCheck check;
+  check.node_name = setup.node_name;
+  check.controller_addr = ctl.addr;
+  check.timeout = setup.timeout;
+  auto node = slurm::WaitForRegistration(env.files, client, env.clock, check);
+  if (!node) return Fail(node.error());
+  log::Info("worker: node {} registered (State={}, NodeAddr={})", node->name, node->state,
+            node->addr);
+  return FixRegisteredNode(env, client, *node, own_ip);
+}
+
 }  // namespace
 
 Result<ControllerInfo> JoinSlurmCluster(RoleEnv& env, const JoinSetup& setup) {
@@ -221,20 +342,19 @@ Result<ControllerInfo> JoinSlurmCluster(RoleEnv& env, const JoinSetup& setup) {
   if (!AllDigits(vmid)) {
     return Fail(ErrorKind::kInvalidInput, "VMID='" + vmid + "' is not a VM id");
   }
-  const std::string* name = &setup.node_name;
-  const Duration timeout = setup.timeout;
+  const std::string& name = setup.node_name;
 
   auto ctl = FindController(env, setup, std::stoi(vmid));
   if (!ctl) return Fail(ctl.error());
   auto own = host::SelectWorkerAddress(ctl->addr, ctl->nics, ctl->own_nics, env.context.vars);
   if (!own) return Fail(own.error());
-  log::Info("worker: node {} on address {} ({})", *name, own->ip, own->how);
+  log::Info("worker: node {} on address {} ({})", name, own->ip, own->how);
 
-  if (auto s = host::EnsureHostname(env, *name, "the Slurm node name is the host name"); !s) {
+  if (auto s = host::EnsureHostname(env, name, "the Slurm node name is the host name"); !s) {
     return Fail(s.error());
   }
   if (auto s =
-          host::EnsureHostsBlock(env, {{own->ip, *name}, {ctl->addr, ctl->host}},
+          host::EnsureHostsBlock(env, {{own->ip, name}, {ctl->addr, ctl->host}},
                                  "this node and the controller resolve to their service addresses");
       !s) {
     return Fail(s.error());
@@ -247,122 +367,22 @@ Result<ControllerInfo> JoinSlurmCluster(RoleEnv& env, const JoinSetup& setup) {
   auto box = slurm::EnsureBoxKeyPair(env, slurm::kWorkerBoxKeyPath,
                                      "the controller boxes the munge key for this VM's public key");
   if (!box) return Fail(box.error());
-  const std::string public_key = Base64Encode(box->public_key);
-
-  // Before slurmd registers: the reconciler acts only on names nobody publishes. Before the
-  // key request: the key server boxes the key for the public key this VM publishes.
-  std::vector<std::pair<std::string, std::string>> own_attrs;
-  if (ctl->own_published_name != *name) own_attrs.emplace_back(slurm::kAttrNodeName, *name);
-  if (ctl->own_published_key != public_key) {
-    own_attrs.emplace_back(slurm::kAttrWorkerPublicKey, public_key);
-  }
-  const std::string published =
-      std::string(slurm::kAttrNodeName) + "=" + *name + " and " + slurm::kAttrWorkerPublicKey;
-  if (own_attrs.empty()) {
-    env.plan.Keep("published " + published, "OneGate already has them");
-  } else {
-    auto s = env.plan.Do(
-        "publish " + published + " in OneGate",
-        "before slurmd registers, so that the controller's reconciler never takes this node "
-        "for one whose VM is gone, and before the key request",
-        [&] { return env.onegate->UpdateVm(own_attrs); });
-    if (!s) return Fail(s.error());
+  if (auto s = PublishNodeName(env, *ctl, name, Base64Encode(box->public_key)); !s) {
+    return Fail(s.error());
   }
 
   // The key server answers at once once the controller is ready: short first delays.
-  RetryPolicy key_policy = setup.once
-                               ? RetryPolicy::Once()
-                               : RetryPolicy::Until(timeout, Duration(500), Duration(5000), 0.3);
+  RetryPolicy key_policy =
+      setup.once ? RetryPolicy::Once()
+                 : RetryPolicy::Until(setup.timeout, Duration(500), Duration(5000), 0.3);
   auto key = ObtainMungeKey(env, *ctl, std::stoi(vmid), *box, key_policy);
   if (!key) return Fail(key.error());
   if (auto s = slurm::EnsureMungeRunning(env, key->changed); !s) return Fail(s.error());
 
-  slurm::SlurmdUnitParams unit;
-  unit.node_name = *name;
-  unit.controller_addr = ctl->addr;
-  unit.requires_mounts = setup.requires_mounts;
-  auto cpus = host::CountCpus(env.files);
-  if (!cpus) return Fail(cpus.error());
-  auto mem = host::MemTotalMb(env.files);
-  if (!mem) return Fail(mem.error());
-  unit.cpus = *cpus;
-  unit.real_memory_mb = host::RealMemoryMb(*mem);
-  const host::GpuInventory gpus = host::DetectGpus(env.files, env.runner);
-  unit.gres = slurm::NodeGres(gpus);
-  log::Info("worker: advertising {} (MemTotal {} MiB, {} MiB kept for the OS)",
-            slurm::SlurmdNodeConf(unit), *mem, host::OsMemoryReserveMb(*mem));
-  std::string unit_text = slurm::RenderSlurmdUnit(unit);
-  auto written = EnsureFile(env, slurm::kSlurmdUnitPath, unit_text, 0644, std::nullopt,
-                            "slurmd as dynamic node " + *name + " of " + ctl->addr + " (" +
-                                slurm::SlurmdNodeConf(unit) + ")");
-  if (!written) return Fail(written.error());
-  // Before slurmd starts: the fetched gres.conf includes this file, and slurmd cannot start
-  // without it.
-  auto gres_written =
-      EnsureFile(env, slurm::kGresNodeConfPath, slurm::RenderNodeGresConf(gpus), 0644, std::nullopt,
-                 "this node's GPUs for Slurm (" + gpus.why + ")");
-  if (!gres_written) return Fail(gres_written.error());
-  const bool unit_changed = *written;
-  if (auto s = DaemonReloadIf(env, unit_changed, "slurmd.service changed"); !s) {
+  auto files = WriteSlurmdFiles(env, setup, *ctl);
+  if (!files) return Fail(files.error());
+  if (auto s = StartSlurmd(env, setup, *ctl, own->ip, *files, key->changed); !s) {
     return Fail(s.error());
-  }
-
-  if (auto s = EnsureUnitEnabled(env, slurm::kSlurmdUnit, "multi-user.target",
-                                 "the node rejoins after a reboot");
-      !s) {
-    return Fail(s.error());
-  }
-  slurm::SlurmClientOptions client_options;
-  client_options.slurm_conf = env.files.HostPath(slurm::kConfiglessSlurmConf);
-  slurm::SlurmClient client(env.runner, client_options);
-  std::string restart_why;
-  if (unit_changed) {
-    restart_why = "slurmd.service changed";
-  } else if (*gres_written) {
-    restart_why = std::string(slurm::kGresNodeConfPath) + " changed (slurmd reads it at start)";
-  } else if (key->changed) {
-    restart_why = "the munge key changed";
-  } else if (env.files.Exists(slurm::kConfiglessSlurmConf)) {
-    // A configless slurmd keeps the slurm.conf it fetched at start; after the controller's
-    // changed, only a restart fetches the new one. On 22.05 that is the safe way for dynamic
-    // nodes: running jobs go on (their slurmstepd are not slurmd's children) and the node
-    // re-registers under its name, whereas `scontrol reconfigure` leaves busy dynamic nodes
-    // stuck ALLOCATED (tests/integration/slurm_real_test.cc).
-    auto cached = env.files.Read(slurm::kConfiglessSlurmConf);
-    const std::string cached_id = cached ? slurm::SlurmConfId(*cached) : "";
-    // A slurmd whose node was deleted (or rejected by a full table) never
-    // registers again by itself; only a restart makes it try.
-    auto active = env.systemd.IsActive(slurm::kSlurmdUnit);
-    if (active && *active && !ctl->slurm_conf_id.empty() && cached &&
-        cached_id != ctl->slurm_conf_id) {
-      restart_why = "the controller's slurm.conf changed (" + std::string(slurm::kAttrSlurmConfId) +
-                    " " + ctl->slurm_conf_id + ", this node's copy " + cached_id +
-                    "): a slurmd restart fetches it; running jobs go on";
-    } else if (active && *active) {
-      auto shown = client.ShowNode(*name);
-      if (shown && !shown->has_value()) {
-        restart_why = "slurmd runs but node " + *name +
-                      " is not registered (deleted while slurmd kept running, or rejected "
-                      "by a full node table); only a restart registers it again";
-      }
-    }
-  }
-  if (auto s = EnsureUnitRunning(env, slurm::kSlurmdUnit, !restart_why.empty(), restart_why,
-                                 "slurmd joins the cluster");
-      !s) {
-    return Fail(s.error());
-  }
-
-  if (!env.plan.dry_run()) {
-    slurm::RegistrationCheck check;
-    check.node_name = *name;
-    check.controller_addr = ctl->addr;
-    check.timeout = timeout;
-    auto node = slurm::WaitForRegistration(env.files, client, env.clock, check);
-    if (!node) return Fail(node.error());
-    log::Info("worker: node {} registered (State={}, NodeAddr={})", node->name, node->state,
-              node->addr);
-    if (auto s = FixRegisteredNode(env, client, *node, own->ip); !s) return Fail(s.error());
   }
 
   if (auto s = EnsureUnitEnabled(env, slurm::kSelfDrainUnit, "multi-user.target",
