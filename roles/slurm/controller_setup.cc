@@ -144,6 +144,121 @@ Result<bool> EnsureJobSubmitLua(RoleEnv& env) {
   return true;
 }
 
+// The accounting database's dumps directory and the database itself, before slurmctld
+// (re)starts with slurmdbd in its slurm.conf.
+Status PrepareAccounting(RoleEnv& env, const std::string& dumps) {
+  if (auto s = EnsureDirectory(env, dumps, 0700, FileOwner{"root", "root"},
+                               "dumps of the accounting database");
+      !s) {
+    return s;
+  }
+  return slurm::SetUpAccounting(env, dumps);
+}
+
+struct SlurmConfig {
+  std::string slurm_conf;  ///< slurm.conf's text (its id is published)
+  bool changed = false;    ///< slurmctld must restart to read it
+};
+
+// slurm.conf, cgroup.conf, gres.conf and the node file it includes (the controller has no
+// GPU); job_submit.lua before slurm.conf names it.
+Result<SlurmConfig> WriteSlurmConfig(RoleEnv& env, const ControllerSetup& setup, bool accounting) {
+  auto cgroups = slurm::DetectCgroups(env.files);
+  log::Info("controller: {} ({})",
+            cgroups.use_cgroup ? "proctrack/cgroup + task/cgroup,task/affinity"
+                               : "proctrack/linuxproc + task/none",
+            cgroups.why);
+  slurm::SlurmConfParams params;
+  params.controller_host = setup.host;
+  params.controller_addr = setup.addr;
+  params.max_nodes = setup.max_nodes;
+  params.cluster_name = setup.cluster_name;
+  params.state_save_location = setup.state_save_location;
+  params.accounting = accounting;
+  params.use_cgroup = cgroups.use_cgroup;
+  auto lua = EnsureJobSubmitLua(env);
+  if (!lua) return Fail(lua.error());
+  params.job_submit_lua = *lua;
+  SlurmConfig config{slurm::RenderSlurmConf(params)};
+  // A controller configured by a one-hpc without gres.conf (an upgrade) must restart to serve it.
+  const bool gres_added =
+      env.files.Exists(slurm::kSlurmConfPath) && !env.files.Exists(slurm::kGresConfPath);
+  auto conf_changed = EnsureConfigFile(
+      env, slurm::kSlurmConfPath, config.slurm_conf,
+      "configless cluster of up to " + std::to_string(params.max_nodes) + " dynamic nodes");
+  if (!conf_changed) return Fail(conf_changed.error());
+  auto cgroup_changed = EnsureConfigFile(env, slurm::kCgroupConfPath,
+                                         slurm::RenderCgroupConf(cgroups.use_cgroup), cgroups.why);
+  if (!cgroup_changed) return Fail(cgroup_changed.error());
+  // The node file first: slurmctld parses the Include too and cannot start without it.
+  host::GpuInventory no_gpus;
+  no_gpus.why = "The controller is not a Slurm node: no GPU.";
+  if (auto s = EnsureFile(env, slurm::kGresNodeConfPath, slurm::RenderNodeGresConf(no_gpus), 0644,
+                          std::nullopt, "gres.conf includes it on every host");
+      !s) {
+    return Fail(s.error());
+  }
+  auto gres_changed =
+      EnsureConfigFile(env, slurm::kGresConfPath, slurm::RenderGresConf(),
+                       "each dynamic node describes its own GPUs in " +
+                           std::string(slurm::kGresNodeConfPath) + " (AutoDetect=off)");
+  if (!gres_changed) return Fail(gres_changed.error());
+  config.changed = *conf_changed || *cgroup_changed || *gres_changed || gres_added;
+  return config;
+}
+
+// With the state on a network file system, slurmctld never starts (and writes a fresh, empty
+// state) while that file system is not mounted.
+Status EnsureStateMountDropIn(RoleEnv& env, const std::vector<std::string>& requires_mounts) {
+  if (requires_mounts.empty()) return Ok();
+  std::string text =
+      "# Written by one-hpc: slurmctld's state is on a network file system; it must never\n"
+      "# start (and write a fresh, empty state) while that file system is not mounted.\n"
+      "[Unit]\n";
+  for (const auto& m : requires_mounts) text += "RequiresMountsFor=" + m + "\n";
+  auto written = EnsureFile(env, kSlurmctldDropIn, text, 0644, std::nullopt,
+                            "slurmctld waits for its state export");
+  if (!written) return Fail(written.error());
+  return DaemonReloadIf(env, *written, "a slurmctld drop-in changed");
+}
+
+// slurmctld enabled, running (restarted when its configuration or the munge key changed) and
+// answering.
+Status StartSlurmctld(RoleEnv& env, const std::string& host, bool config_changed,
+                      bool key_changed) {
+  if (auto s = EnsureUnitEnabled(env, slurm::kSlurmctldUnit, "multi-user.target",
+                                 "slurmctld must come back after a reboot");
+      !s) {
+    return s;
+  }
+  std::string restart_why;
+  if (config_changed) {
+    restart_why =
+        "the Slurm configuration changed: a restart keeps the saved state and the "
+        "registered nodes (scontrol reconfigure is avoided: it leaves busy dynamic "
+        "nodes stuck ALLOCATED on 22.05)";
+  } else if (key_changed) {
+    restart_why = "the munge key changed";
+  }
+  if (auto s = EnsureUnitRunning(env, slurm::kSlurmctldUnit, !restart_why.empty(), restart_why,
+                                 "the Slurm controller daemon");
+      !s) {
+    return s;
+  }
+  if (env.plan.dry_run()) return Ok();
+  return WaitForSlurmctld(env, host);
+}
+
+Status EnsureReconcileTimer(RoleEnv& env) {
+  if (auto s = EnsureUnitEnabled(env, slurm::kReconcileTimer, "timers.target",
+                                 "removes Slurm nodes whose worker VM is gone");
+      !s) {
+    return s;
+  }
+  return EnsureUnitRunning(env, slurm::kReconcileTimer, false, "",
+                           "runs one-hpc reconcile every 60 s");
+}
+
 }  // namespace
 
 Result<ControllerKeys> SetUpSlurmController(RoleEnv& env, const ControllerSetup& setup) {
@@ -169,101 +284,20 @@ Result<ControllerKeys> SetUpSlurmController(RoleEnv& env, const ControllerSetup&
   if (auto s = slurm::EnsureMungeRunning(env, key->changed); !s) return Fail(s.error());
   const bool accounting = !setup.accounting_dumps.empty();
   if (accounting) {
-    if (auto s = EnsureDirectory(env, setup.accounting_dumps, 0700, FileOwner{"root", "root"},
-                                 "dumps of the accounting database");
-        !s) {
-      return Fail(s.error());
-    }
-    // Before slurmctld (re)starts with slurmdbd in its slurm.conf.
-    if (auto s = slurm::SetUpAccounting(env, setup.accounting_dumps); !s) return Fail(s.error());
+    if (auto s = PrepareAccounting(env, setup.accounting_dumps); !s) return Fail(s.error());
   }
-
   if (auto s = DisablePackagedSlurmd(env); !s) return Fail(s.error());
-
   if (auto s = EnsureDirectory(env, setup.state_save_location, 0700, FileOwner{"slurm", "slurm"},
                                "slurmctld saves its state (registered nodes, jobs) there");
       !s) {
     return Fail(s.error());
   }
 
-  auto cgroups = slurm::DetectCgroups(env.files);
-  log::Info("controller: {} ({})",
-            cgroups.use_cgroup ? "proctrack/cgroup + task/cgroup,task/affinity"
-                               : "proctrack/linuxproc + task/none",
-            cgroups.why);
-  slurm::SlurmConfParams params;
-  params.controller_host = setup.host;
-  params.controller_addr = setup.addr;
-  params.max_nodes = setup.max_nodes;
-  params.cluster_name = setup.cluster_name;
-  params.state_save_location = setup.state_save_location;
-  params.accounting = accounting;
-  params.use_cgroup = cgroups.use_cgroup;
-  auto lua = EnsureJobSubmitLua(env);
-  if (!lua) return Fail(lua.error());
-  params.job_submit_lua = *lua;
-  const std::string slurm_conf = slurm::RenderSlurmConf(params);
-  // A controller configured by a one-hpc without gres.conf (an upgrade) must restart to serve it.
-  const bool gres_added =
-      env.files.Exists(slurm::kSlurmConfPath) && !env.files.Exists(slurm::kGresConfPath);
-  auto conf_changed = EnsureConfigFile(
-      env, slurm::kSlurmConfPath, slurm_conf,
-      "configless cluster of up to " + std::to_string(params.max_nodes) + " dynamic nodes");
-  if (!conf_changed) return Fail(conf_changed.error());
-  auto cgroup_changed = EnsureConfigFile(env, slurm::kCgroupConfPath,
-                                         slurm::RenderCgroupConf(cgroups.use_cgroup), cgroups.why);
-  if (!cgroup_changed) return Fail(cgroup_changed.error());
-  // The node file first: slurmctld parses the Include too and cannot start without it.
-  host::GpuInventory no_gpus;
-  no_gpus.why = "The controller is not a Slurm node: no GPU.";
-  if (auto s = EnsureFile(env, slurm::kGresNodeConfPath, slurm::RenderNodeGresConf(no_gpus), 0644,
-                          std::nullopt, "gres.conf includes it on every host");
-      !s) {
+  auto config = WriteSlurmConfig(env, setup, accounting);
+  if (!config) return Fail(config.error());
+  if (auto s = EnsureStateMountDropIn(env, setup.requires_mounts); !s) return Fail(s.error());
+  if (auto s = StartSlurmctld(env, setup.host, config->changed, key->changed); !s) {
     return Fail(s.error());
-  }
-  auto gres_changed =
-      EnsureConfigFile(env, slurm::kGresConfPath, slurm::RenderGresConf(),
-                       "each dynamic node describes its own GPUs in " +
-                           std::string(slurm::kGresNodeConfPath) + " (AutoDetect=off)");
-  if (!gres_changed) return Fail(gres_changed.error());
-
-  bool dropin_changed = false;
-  if (!setup.requires_mounts.empty()) {
-    std::string text =
-        "# Written by one-hpc: slurmctld's state is on a network file system; it must never\n"
-        "# start (and write a fresh, empty state) while that file system is not mounted.\n"
-        "[Unit]\n";
-    for (const auto& m : setup.requires_mounts) text += "RequiresMountsFor=" + m + "\n";
-    auto written = EnsureFile(env, kSlurmctldDropIn, text, 0644, std::nullopt,
-                              "slurmctld waits for its state export");
-    if (!written) return Fail(written.error());
-    dropin_changed = *written;
-    if (auto s = DaemonReloadIf(env, dropin_changed, "a slurmctld drop-in changed"); !s) {
-      return Fail(s.error());
-    }
-  }
-
-  if (auto s = EnsureUnitEnabled(env, slurm::kSlurmctldUnit, "multi-user.target",
-                                 "slurmctld must come back after a reboot");
-      !s) {
-    return Fail(s.error());
-  }
-  std::string restart_why;
-  if (*conf_changed || *cgroup_changed || *gres_changed || gres_added) {
-    restart_why =
-        "the Slurm configuration changed: a restart keeps the saved state and the "
-        "registered nodes (scontrol reconfigure is avoided: it leaves busy dynamic "
-        "nodes stuck ALLOCATED on 22.05)";
-  } else if (key->changed) {
-    restart_why = "the munge key changed";
-  }
-  if (auto s = EnsureUnitRunning(env, slurm::kSlurmctldUnit, !restart_why.empty(), restart_why,
-                                 "the Slurm controller daemon");
-      !s) {
-    return Fail(s.error());
-  }
-  if (!env.plan.dry_run()) {
-    if (auto s = WaitForSlurmctld(env, setup.host); !s) return Fail(s.error());
   }
   if (accounting) {
     if (auto s = slurm::EnsureClusterRegistered(env, setup.cluster_name); !s) {
@@ -271,23 +305,12 @@ Result<ControllerKeys> SetUpSlurmController(RoleEnv& env, const ControllerSetup&
     }
     if (auto s = slurm::EnsureAccountingDumps(env); !s) return Fail(s.error());
   }
-
-  if (auto s = EnsureUnitEnabled(env, slurm::kReconcileTimer, "timers.target",
-                                 "removes Slurm nodes whose worker VM is gone");
-      !s) {
-    return Fail(s.error());
-  }
-  if (auto s = EnsureUnitRunning(env, slurm::kReconcileTimer, false, "",
-                                 "runs one-hpc reconcile every 60 s");
-      !s) {
-    return Fail(s.error());
-  }
-
+  if (auto s = EnsureReconcileTimer(env); !s) return Fail(s.error());
   if (auto s = EnsureElasticUnits(env); !s) return Fail(s.error());
 
   auto server = slurm::EnsureKeyServer(env, setup.addr);
   if (!server) return Fail(server.error());
-  return ControllerKeys{*key, server->public_key, slurm::SlurmConfId(slurm_conf)};
+  return ControllerKeys{*key, server->public_key, slurm::SlurmConfId(config->slurm_conf)};
 }
 
 Status PublishController(RoleEnv& env, const std::string& host, const std::string& addr,
