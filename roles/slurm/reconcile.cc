@@ -203,6 +203,94 @@ host::HostEntries WorkerHostEntries(const std::vector<slurm::SlurmNode>& nodes,
   return entries;
 }
 
+namespace {
+
+// The workers' block of the hosts file: every registered node's name at its address.
+void UpdateWorkerHosts(const ReconcileOptions& options, const std::vector<slurm::SlurmNode>& nodes,
+                       const ServiceInfo& service, ReconcileReport& report) {
+  if (options.files == nullptr) return;
+  host::HostEntries entries = WorkerHostEntries(nodes, NodeNicAddresses(service));
+  report.worker_hosts = static_cast<int>(entries.size());
+  if (options.dry_run) return;
+  auto written =
+      host::UpdateHostsBlock(*options.files, options.hosts_file, entries, host::kWorkersBlock);
+  if (!written) {
+    log::Warn("reconcile: cannot update the workers' names in {}: {}", options.hosts_file,
+              written.error().message);
+  } else if (*written) {
+    report.hosts_changed = true;
+    log::Info("reconcile: {} now names {} worker(s)", options.hosts_file, entries.size());
+  }
+}
+
+// Exit codes lie (traps 2 and 6): the changes are read back once for all of them.
+void VerifyChanges(slurm::SlurmClient& client, ReconcileReport& report) {
+  auto after = client.ShowNodes();
+  if (!after) {
+    log::Warn("reconcile: cannot verify the changes: {}", after.error().message);
+    return;
+  }
+  std::map<std::string, const slurm::SlurmNode*> by_name;
+  for (const auto& n : *after) by_name[n.name] = &n;
+  for (auto& d : report.decisions) {
+    if (!d.ok) continue;
+    auto found = by_name.find(d.node);
+    if (d.action == Action::kDelete && found != by_name.end()) {
+      d.ok = false;
+      d.error = "scontrol reported success but the node is still registered (State=" +
+                found->second->state + ")";
+      log::Error("reconcile: delete {}: {}", d.node, d.error);
+    } else if (d.action == Action::kDrain && found != by_name.end() && !found->second->IsDrain()) {
+      d.ok = false;
+      d.error =
+          "scontrol reported success but the node is not draining (State=" + found->second->state +
+          ")";
+      log::Error("reconcile: drain {}: {}", d.node, d.error);
+    }
+  }
+}
+
+// Each node decided and, unless the time budget is used up or this is a dry run, deleted or
+// drained; true when something changed.
+bool DecideAndAct(const ReconcileOptions& options, slurm::SlurmClient& client, Clock& clock,
+                  TimePoint start, const std::vector<slurm::SlurmNode>& nodes,
+                  const std::map<std::string, std::vector<std::string>>& jobs,
+                  const std::map<std::string, std::string>& publishers,
+                  const std::set<std::string>& published, ReconcileReport& report) {
+  static const std::vector<std::string> kNoJobs;
+  bool changed = false;
+  for (const auto& node : nodes) {
+    auto it = jobs.find(node.name);
+    ReconcileDecision d = DecideNode(node, published, it == jobs.end() ? kNoJobs : it->second);
+    if (auto vm = publishers.find(node.name); vm != publishers.end()) d.vm = vm->second;
+    bool acts = d.action == Action::kDelete || d.action == Action::kDrain;
+    if (acts && clock.Now() - start > options.budget) {
+      d.action = Action::kSkipped;
+      d.reason += "; left for the next cycle: the time budget of " +
+                  std::to_string(options.budget.count()) + " ms is used up";
+      acts = false;
+    }
+    if (acts && !options.dry_run) {
+      Result<slurm::NodeChange> r = d.action == Action::kDelete
+                                        ? client.DeleteNode(node.name)
+                                        : client.SetState(node.name, slurm::NodeStateChange::kDrain,
+                                                          slurm::kReconcileDrainReason);
+      if (!r) {
+        d.ok = false;
+        d.error = r.error().message;
+      } else {
+        changed = true;
+        if (*r == slurm::NodeChange::kAlreadyGone) d.reason += " (it was already gone)";
+      }
+    }
+    LogDecision(d, options.dry_run);
+    report.decisions.push_back(std::move(d));
+  }
+  return changed;
+}
+
+}  // namespace
+
 Result<ReconcileReport> RunReconcile(const ReconcileOptions& options, OneGateClient& onegate,
                                      ProcessRunner& runner, Clock& clock) {
   const TimePoint start = clock.Now();
@@ -243,80 +331,14 @@ Result<ReconcileReport> RunReconcile(const ReconcileOptions& options, OneGateCli
     finish();
     return Fail(jobs.error().WithContext("reconcile: reading the running jobs"));
   }
+  UpdateWorkerHosts(options, *nodes, *service, report);
 
-  if (options.files != nullptr) {
-    host::HostEntries entries = WorkerHostEntries(*nodes, NodeNicAddresses(*service));
-    report.worker_hosts = static_cast<int>(entries.size());
-    if (!options.dry_run) {
-      auto written =
-          host::UpdateHostsBlock(*options.files, options.hosts_file, entries, host::kWorkersBlock);
-      if (!written) {
-        log::Warn("reconcile: cannot update the workers' names in {}: {}", options.hosts_file,
-                  written.error().message);
-      } else if (*written) {
-        report.hosts_changed = true;
-        log::Info("reconcile: {} now names {} worker(s)", options.hosts_file, entries.size());
-      }
-    }
-  }
-
-  static const std::vector<std::string> kNoJobs;
-  bool changed = false;
-  for (const auto& node : *nodes) {
-    auto it = jobs->find(node.name);
-    ReconcileDecision d = DecideNode(node, published, it == jobs->end() ? kNoJobs : it->second);
-    if (auto vm = publishers->find(node.name); vm != publishers->end()) d.vm = vm->second;
-    bool acts = d.action == Action::kDelete || d.action == Action::kDrain;
-    if (acts && clock.Now() - start > options.budget) {
-      d.action = Action::kSkipped;
-      d.reason += "; left for the next cycle: the time budget of " +
-                  std::to_string(options.budget.count()) + " ms is used up";
-      acts = false;
-    }
-    if (acts && !options.dry_run) {
-      Result<slurm::NodeChange> r = d.action == Action::kDelete
-                                        ? client.DeleteNode(node.name)
-                                        : client.SetState(node.name, slurm::NodeStateChange::kDrain,
-                                                          slurm::kReconcileDrainReason);
-      if (!r) {
-        d.ok = false;
-        d.error = r.error().message;
-      } else {
-        changed = true;
-        if (*r == slurm::NodeChange::kAlreadyGone) d.reason += " (it was already gone)";
-      }
-    }
-    LogDecision(d, options.dry_run);
-    report.decisions.push_back(std::move(d));
-  }
-
+  const bool changed =
+      DecideAndAct(options, client, clock, start, *nodes, *jobs, *publishers, published, report);
   if (changed && clock.Now() - start > options.budget + Duration(10000)) {
     log::Warn("reconcile: no time left to verify the changes; the next cycle reads them back");
   } else if (changed) {
-    // Exit codes lie (traps 2 and 6): read the result back once for all changes.
-    auto after = client.ShowNodes();
-    if (!after) {
-      log::Warn("reconcile: cannot verify the changes: {}", after.error().message);
-    } else {
-      std::map<std::string, const slurm::SlurmNode*> by_name;
-      for (const auto& n : *after) by_name[n.name] = &n;
-      for (auto& d : report.decisions) {
-        if (!d.ok) continue;
-        auto found = by_name.find(d.node);
-        if (d.action == Action::kDelete && found != by_name.end()) {
-          d.ok = false;
-          d.error = "scontrol reported success but the node is still registered (State=" +
-                    found->second->state + ")";
-          log::Error("reconcile: delete {}: {}", d.node, d.error);
-        } else if (d.action == Action::kDrain && found != by_name.end() &&
-                   !found->second->IsDrain()) {
-          d.ok = false;
-          d.error = "scontrol reported success but the node is not draining (State=" +
-                    found->second->state + ")";
-          log::Error("reconcile: drain {}: {}", d.node, d.error);
-        }
-      }
-    }
+    VerifyChanges(client, report);
   }
   finish();
   log::Info(
