@@ -149,26 +149,13 @@ bool MoreNodesWouldHelp(const std::string& reason) {
   return false;
 }
 
-std::vector<Action> Decide(const Limits& limits, const Snapshot& s) {
-  std::vector<Action> out;
-  std::vector<Action> later;  // terminations and drains of the shrink, after the grow
-  int failures = s.consecutive_boot_failures;
-  bool stopped = failures >= limits.boot_failure_limit;
-  const int total = static_cast<int>(s.workers.size());
-  int leaving = 0;  // VMs this cycle terminates
+namespace {
 
-  // ---- 1. boot failures
-  const int booting = BootFailures(limits, s, failures, stopped, leaving, out);
-  if (stopped) {
-    out.push_back(Make(Action::Kind::kStopReplacing,
-                       fmt::format("{} worker boots in a row never registered in Slurm: no more "
-                                   "growing or replacing until a worker registers (see a "
-                                   "worker's journal: journalctl -u one-hpc-configure)",
-                                   failures)));
-  }
-
-  // ---- 4. health: a node that stays unhealthy is replaced (decided before the grow, which
-  // counts it gone; carried out after it)
+// 4. health: a node that stays unhealthy is replaced (decided before the grow, which counts it
+// gone; carried out after it). Returns how many go.
+int ReplaceUnhealthy(const Limits& limits, const Snapshot& s, bool stopped,
+                     std::vector<Action>& later) {
+  int leaving = 0;
   for (const auto& w : s.workers) {
     if (stopped || w.node.empty() || !w.drain || w.jobs > 0) continue;
     if (!w.reason.starts_with(kHealthReasonPrefix)) continue;
@@ -180,91 +167,125 @@ std::vector<Action> Decide(const Limits& limits, const Snapshot& s) {
     later.push_back(std::move(a));
     ++leaving;
   }
+  return leaving;
+}
 
-  // ---- 2. grow
-  std::vector<std::string> waiting;
-  const int demand = Demand(limits, s, waiting, out);
+// What the grow works from: the demand and what already meets it.
+struct GrowInputs {
+  int demand = 0;
+  std::vector<std::string> waiting;  // the jobs that wait for nodes
+  int booting = 0;
+  int leaving = 0;  // VMs this cycle terminates
+  bool stopped = false;
+};
+
+// 2. grow: our idle-drained nodes taken back first, then the role's cardinality raised for the
+// jobs that wait, or back to the minimum.
+void Grow(const Limits& limits, const Snapshot& s, const GrowInputs& in, std::vector<Action>& out) {
+  const int total = static_cast<int>(s.workers.size());
   const int idle = UsableIdleNodes(s);
   int to_come = std::max(0, s.cardinality - total - s.leaving_vms);  // OneFlow still creates these
-  int shortfall = demand - idle - booting - to_come;
+  int shortfall = in.demand - idle - in.booting - to_come;
   // Below the minimum (an unhealthy node replaced, a failed boot terminated): grow back to it.
-  const int present = total - leaving + to_come;
+  const int present = total - in.leaving + to_come;
   const int below_min = std::max(0, limits.min_nodes - present);
-  if (shortfall > 0) {
-    for (const auto& w : s.workers) {
-      if (shortfall <= 0) break;
-      if (!IsOurIdleDrain(w) || w.not_responding) continue;
-      Action a = Make(Action::Kind::kResume,
-                      fmt::format("{} job(s) wait for nodes: {} is taken back instead of a new VM",
-                                  waiting.size(), w.node));
-      a.node = w.node;
-      out.push_back(std::move(a));
-      --shortfall;
-    }
+  for (const auto& w : s.workers) {
+    if (shortfall <= 0) break;
+    if (!IsOurIdleDrain(w) || w.not_responding) continue;
+    Action a = Make(Action::Kind::kResume,
+                    fmt::format("{} job(s) wait for nodes: {} is taken back instead of a new VM",
+                                in.waiting.size(), w.node));
+    a.node = w.node;
+    out.push_back(std::move(a));
+    --shortfall;
   }
   const bool for_jobs = shortfall > 0;
   shortfall = std::max(shortfall, below_min);
-  if (shortfall > 0 && !stopped) {
-    // Not minus this cycle's terminations: OneFlow's watchdog lowers the cardinality by one
-    // for each terminated VM once it is DONE, so the new cardinality counts them still.
-    int current = std::max(s.cardinality, total);
-    int target = std::min(limits.max_nodes, current + std::min(limits.max_step, shortfall));
-    std::string why =
-        for_jobs ? fmt::format(
-                       "{} job(s) ({}) wait for {} node(s); {} idle, {} booting, {} to be "
-                       "created",
-                       waiting.size(), fmt::join(waiting, ","), demand, idle, booting, to_come)
-                 : fmt::format("{} worker VM(s) stay, below the minimum of {}", present,
-                               limits.min_nodes);
-    if (target <= current) {
-      out.push_back(Make(Action::Kind::kWait, why + fmt::format(": the role is at its maximum "
-                                                                "({} VMs)",
-                                                                limits.max_nodes)));
-    } else if (!s.service_running) {
-      out.push_back(Make(Action::Kind::kWait, why + ": " + s.not_running_why));
-    } else {
-      Action a = Make(Action::Kind::kGrow, why);
-      a.target = target;
-      out.push_back(std::move(a));
-    }
+  if (shortfall <= 0 || in.stopped) return;
+  // Not minus this cycle's terminations: OneFlow's watchdog lowers the cardinality by one
+  // for each terminated VM once it is DONE, so the new cardinality counts them still.
+  int current = std::max(s.cardinality, total);
+  int target = std::min(limits.max_nodes, current + std::min(limits.max_step, shortfall));
+  std::string why =
+      for_jobs
+          ? fmt::format(
+                "{} job(s) ({}) wait for {} node(s); {} idle, {} booting, {} to be "
+                "created",
+                in.waiting.size(), fmt::join(in.waiting, ","), in.demand, idle, in.booting, to_come)
+          : fmt::format("{} worker VM(s) stay, below the minimum of {}", present, limits.min_nodes);
+  if (target <= current) {
+    out.push_back(
+        Make(Action::Kind::kWait,
+             why + fmt::format(": the role is at its maximum ({} VMs)", limits.max_nodes)));
+  } else if (!s.service_running) {
+    out.push_back(Make(Action::Kind::kWait, why + ": " + s.not_running_why));
+  } else {
+    Action a = Make(Action::Kind::kGrow, why);
+    a.target = target;
+    out.push_back(std::move(a));
   }
+}
 
-  // ---- 3. shrink, never while jobs wait for nodes
-  if (demand == 0) {
-    int staying = total - leaving;
-    for (const auto& w : s.workers) {
-      if (!IsOurIdleDrain(w)) continue;
-      if (w.jobs > 0 || w.base_state != "IDLE" || w.not_responding) continue;  // wait for it
-      if (staying <= limits.min_nodes) break;
-      Action a = Make(Action::Kind::kTerminate,
-                      fmt::format("{} drained for idleness and still idle: its VM goes", w.node));
-      a.vm_id = w.vm_id;
-      a.node = w.node;
-      later.push_back(std::move(a));
-      --staying;
-    }
-    // Nodes already drained by us that keep a job still count as staying until they go.
-    std::vector<const Worker*> idle_long;
-    for (const auto& w : s.workers) {
-      if (IsUsableIdle(w) && w.idle_for_seconds >= limits.idle_seconds) idle_long.push_back(&w);
-    }
-    std::stable_sort(idle_long.begin(), idle_long.end(), [](const Worker* a, const Worker* b) {
-      return a->idle_for_seconds > b->idle_for_seconds;
-    });
-    int draining =
-        static_cast<int>(std::count_if(s.workers.begin(), s.workers.end(), [](const Worker& w) {
-          return IsOurIdleDrain(w) && (w.jobs > 0 || w.base_state != "IDLE");
-        }));
-    int may_drain = staying - draining - limits.min_nodes;
-    for (const Worker* w : idle_long) {
-      if (may_drain <= 0) break;
-      Action a = Make(Action::Kind::kDrain, fmt::format("{} idle for {} s (limit {} s)", w->node,
-                                                        w->idle_for_seconds, limits.idle_seconds));
-      a.node = w->node;
-      later.push_back(std::move(a));
-      --may_drain;
-    }
+// 3. shrink (never while jobs wait for nodes): our drained nodes that stayed idle go, and
+// nodes idle for too long are drained, down to the minimum.
+void Shrink(const Limits& limits, const Snapshot& s, int leaving, std::vector<Action>& later) {
+  int staying = static_cast<int>(s.workers.size()) - leaving;
+  for (const auto& w : s.workers) {
+    if (!IsOurIdleDrain(w)) continue;
+    if (w.jobs > 0 || w.base_state != "IDLE" || w.not_responding) continue;  // wait for it
+    if (staying <= limits.min_nodes) break;
+    Action a = Make(Action::Kind::kTerminate,
+                    fmt::format("{} drained for idleness and still idle: its VM goes", w.node));
+    a.vm_id = w.vm_id;
+    a.node = w.node;
+    later.push_back(std::move(a));
+    --staying;
   }
+  // Nodes already drained by us that keep a job still count as staying until they go.
+  std::vector<const Worker*> idle_long;
+  for (const auto& w : s.workers) {
+    if (IsUsableIdle(w) && w.idle_for_seconds >= limits.idle_seconds) idle_long.push_back(&w);
+  }
+  std::stable_sort(idle_long.begin(), idle_long.end(), [](const Worker* a, const Worker* b) {
+    return a->idle_for_seconds > b->idle_for_seconds;
+  });
+  int draining =
+      static_cast<int>(std::count_if(s.workers.begin(), s.workers.end(), [](const Worker& w) {
+        return IsOurIdleDrain(w) && (w.jobs > 0 || w.base_state != "IDLE");
+      }));
+  int may_drain = staying - draining - limits.min_nodes;
+  for (const Worker* w : idle_long) {
+    if (may_drain <= 0) break;
+    Action a = Make(Action::Kind::kDrain, fmt::format("{} idle for {} s (limit {} s)", w->node,
+                                                      w->idle_for_seconds, limits.idle_seconds));
+    a.node = w->node;
+    later.push_back(std::move(a));
+    --may_drain;
+  }
+}
+
+}  // namespace
+
+std::vector<Action> Decide(const Limits& limits, const Snapshot& s) {
+  std::vector<Action> out;
+  std::vector<Action> later;  // terminations and drains of the shrink, after the grow
+  int failures = s.consecutive_boot_failures;
+  GrowInputs in;
+  in.stopped = failures >= limits.boot_failure_limit;
+
+  // ---- 1. boot failures
+  in.booting = BootFailures(limits, s, failures, in.stopped, in.leaving, out);
+  if (in.stopped) {
+    out.push_back(Make(Action::Kind::kStopReplacing,
+                       fmt::format("{} worker boots in a row never registered in Slurm: no more "
+                                   "growing or replacing until a worker registers (see a "
+                                   "worker's journal: journalctl -u one-hpc-configure)",
+                                   failures)));
+  }
+  in.leaving += ReplaceUnhealthy(limits, s, in.stopped, later);
+  in.demand = Demand(limits, s, in.waiting, out);
+  Grow(limits, s, in, out);
+  if (in.demand == 0) Shrink(limits, s, in.leaving, later);
   out.insert(out.end(), later.begin(), later.end());
   return out;
 }
