@@ -439,9 +439,9 @@ Status WaitSlurmdbdListening(RoleEnv& env) {
   return Ok();
 }
 
-// MariaDB, the accounting database and its user, the restore of the newest complete dump
-// into an empty database (a replaced portal), then slurmdbd.
-Status SetUpAccounting(RoleEnv& env, const std::string& backup_dir) {
+namespace {
+
+Status StartMariaDb(RoleEnv& env) {
   if (auto s = EnsureUnitEnabled(env, kMariaDbUnit, "multi-user.target",
                                  "the Slurm accounting database");
       !s) {
@@ -450,25 +450,27 @@ Status SetUpAccounting(RoleEnv& env, const std::string& backup_dir) {
   if (auto s = EnsureUnitRunning(env, kMariaDbUnit, false, "", "slurmdbd stores there"); !s) {
     return s;
   }
-  if (!env.plan.dry_run()) {
-    if (auto w = env.systemd.WaitActive(kMariaDbUnit, kDaemonTimeout, env.clock); !w) return w;
-  }
+  if (env.plan.dry_run()) return Ok();
+  return env.systemd.WaitActive(kMariaDbUnit, kDaemonTimeout, env.clock);
+}
 
-  auto current = env.files.ReadIfExists(kSlurmdbdConf);
-  if (!current) return Fail(current.error());
-  std::string password = current->has_value() ? ExistingDbPassword(**current) : "";
-  bool new_password = password.empty();
-  if (new_password) {
-    auto bytes = slurm::RandomBytes(24);
-    if (!bytes) return Fail(bytes.error());
-    static const char* kHex = "0123456789abcdef";
-    for (unsigned char c : *bytes) {
-      password += kHex[c >> 4];
-      password += kHex[c & 15];
-    }
+// The database user's password: the one slurmdbd.conf has, or a new random one (hex).
+Result<std::string> DbPassword(const std::optional<std::string>& slurmdbd_conf) {
+  std::string password = slurmdbd_conf ? ExistingDbPassword(*slurmdbd_conf) : "";
+  if (!password.empty()) return password;
+  auto bytes = slurm::RandomBytes(24);
+  if (!bytes) return Fail(bytes.error());
+  static const char* kHex = "0123456789abcdef";
+  for (unsigned char c : *bytes) {
+    password += kHex[c >> 4];
+    password += kHex[c & 15];
   }
-  log::AddSecret(password);
+  return password;
+}
 
+// The accounting database and its user slurm@localhost, with `password`; left alone when both
+// exist and the password is the one slurmdbd.conf already has.
+Status EnsureAccountingDb(RoleEnv& env, const std::string& password, bool new_password) {
   bool ready = false;
   if (!env.plan.dry_run()) {
     auto probe = RunSql(env,
@@ -486,24 +488,25 @@ Status SetUpAccounting(RoleEnv& env, const std::string& backup_dir) {
   if (ready) {
     env.plan.Keep("database " + std::string(kAccountingDb) + " and user slurm@localhost",
                   "exist; the password in " + std::string(kSlurmdbdConf) + " is kept");
-  } else {
-    auto s = env.plan.Do(
-        "create database " + std::string(kAccountingDb) + " and user slurm@localhost",
-        "slurmdbd stores the job accounting there (SQL on the client's stdin)", [&]() -> Status {
-          std::string sql = "CREATE DATABASE IF NOT EXISTS " + std::string(kAccountingDb) +
-                            ";\nCREATE USER IF NOT EXISTS 'slurm'@'localhost' IDENTIFIED BY '" +
-                            password + "';\nALTER USER 'slurm'@'localhost' IDENTIFIED BY '" +
-                            password + "';\nGRANT ALL ON " + kAccountingDb +
-                            ".* TO 'slurm'@'localhost';\n";
-          auto r = RunSql(env, sql, {password});
-          if (!r) return Fail(r.error());
-          return Ok();
-        });
-    if (!s) return s;
+    return Ok();
   }
+  return env.plan.Do(
+      "create database " + std::string(kAccountingDb) + " and user slurm@localhost",
+      "slurmdbd stores the job accounting there (SQL on the client's stdin)", [&]() -> Status {
+        std::string sql = "CREATE DATABASE IF NOT EXISTS " + std::string(kAccountingDb) +
+                          ";\nCREATE USER IF NOT EXISTS 'slurm'@'localhost' IDENTIFIED BY '" +
+                          password + "';\nALTER USER 'slurm'@'localhost' IDENTIFIED BY '" +
+                          password + "';\nGRANT ALL ON " + kAccountingDb +
+                          ".* TO 'slurm'@'localhost';\n";
+        auto r = RunSql(env, sql, {password});
+        if (!r) return Fail(r.error());
+        return Ok();
+      });
+}
 
-  // Before slurmdbd ever starts on this VM: it would create empty tables, and an empty
-  // database is what tells a replaced portal to restore.
+// Before slurmdbd ever starts on this VM: it would create empty tables, and an empty database
+// is what tells a replaced portal to restore the newest complete dump.
+Status RestoreIntoEmptyDb(RoleEnv& env, const std::string& backup_dir) {
   AccountingOptions options;
   options.database = kAccountingDb;
   options.backup_dir = env.files.HostPath(backup_dir);
@@ -512,22 +515,38 @@ Status SetUpAccounting(RoleEnv& env, const std::string& backup_dir) {
     env.plan.Keep("restore of " + std::string(kAccountingDb),
                   "checked at configure: the newest complete dump is loaded when the "
                   "database has no table");
-  } else {
-    auto restored = RestoreNewestComplete(options, env.runner);
-    if (!restored) {
-      return Fail(restored.error().WithContext("restoring the accounting database"));
-    }
-    if (restored->has_value()) {
-      env.plan.Do("restored " + std::string(kAccountingDb) + " from " + **restored,
-                  "the database was empty (a new portal) and the state export holds a dump",
-                  [] { return Ok(); });
-    } else {
-      env.plan.Keep(kAccountingDb, "not empty, or no complete dump to restore");
-    }
+    return Ok();
   }
+  auto restored = RestoreNewestComplete(options, env.runner);
+  if (!restored) return Fail(restored.error().WithContext("restoring the accounting database"));
+  if (restored->has_value()) {
+    env.plan.Do("restored " + std::string(kAccountingDb) + " from " + **restored,
+                "the database was empty (a new portal) and the state export holds a dump",
+                [] { return Ok(); });
+  } else {
+    env.plan.Keep(kAccountingDb, "not empty, or no complete dump to restore");
+  }
+  return Ok();
+}
 
-  auto conf_changed = EnsureFile(env, kSlurmdbdConf, RenderSlurmdbdConf(password, backup_dir), 0600,
-                                 kSlurmOwner, "slurmdbd: the accounting database on this host");
+}  // namespace
+
+// MariaDB, the accounting database and its user, the restore of the newest complete dump
+// into an empty database (a replaced portal), then slurmdbd.
+Status SetUpAccounting(RoleEnv& env, const std::string& backup_dir) {
+  if (auto s = StartMariaDb(env); !s) return s;
+  auto current = env.files.ReadIfExists(kSlurmdbdConf);
+  if (!current) return Fail(current.error());
+  auto password = DbPassword(*current);
+  if (!password) return Fail(password.error());
+  log::AddSecret(*password);
+  const bool new_password = !current->has_value() || ExistingDbPassword(**current).empty();
+  if (auto s = EnsureAccountingDb(env, *password, new_password); !s) return s;
+  if (auto s = RestoreIntoEmptyDb(env, backup_dir); !s) return s;
+
+  auto conf_changed =
+      EnsureFile(env, kSlurmdbdConf, RenderSlurmdbdConf(*password, backup_dir), 0600, kSlurmOwner,
+                 "slurmdbd: the accounting database on this host");
   if (!conf_changed) return Fail(conf_changed.error());
   if (auto s =
           EnsureUnitEnabled(env, kSlurmdbdUnit, "multi-user.target", "Slurm's accounting daemon");
@@ -539,11 +558,9 @@ Status SetUpAccounting(RoleEnv& env, const std::string& backup_dir) {
       !s) {
     return s;
   }
-  if (!env.plan.dry_run()) {
-    if (auto w = env.systemd.WaitActive(kSlurmdbdUnit, kDaemonTimeout, env.clock); !w) return w;
-    if (auto w = WaitSlurmdbdListening(env); !w) return w;
-  }
-  return Ok();
+  if (env.plan.dry_run()) return Ok();
+  if (auto w = env.systemd.WaitActive(kSlurmdbdUnit, kDaemonTimeout, env.clock); !w) return w;
+  return WaitSlurmdbdListening(env);
 }
 
 // The service's cluster in the accounting database (sacctmgr reads slurm.conf to find
