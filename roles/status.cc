@@ -115,6 +115,95 @@ std::vector<std::string> ManagedUnits(const std::vector<std::string>& enabled) {
   return units;
 }
 
+// READY and ERROR as OneGate has them for this VM: from the service document on a controller
+// or a portal (the reconciler's cycle reads the same one), from the VM's own elsewhere.
+void ReadOwnAttributes(const StatusInputs& inputs, OneGateClient& onegate, bool reconciles,
+                       StatusReport& report) {
+  auto take = [&](const VmInfo& vm) {
+    report.onegate_read = true;
+    if (auto it = vm.user_template.find(kAttrReady); it != vm.user_template.end()) {
+      report.ready = it->second;
+    }
+    if (auto it = vm.user_template.find("ERROR"); it != vm.user_template.end()) {
+      report.error = it->second;
+    }
+  };
+  if (!reconciles) {
+    auto vm = onegate.GetVm();
+    if (!vm) {
+      report.onegate_problem = vm.error().message;
+    } else {
+      take(*vm);
+    }
+    return;
+  }
+  auto service = onegate.GetService(true);
+  if (!service) {
+    report.onegate_problem = service.error().message;
+    return;
+  }
+  bool found = false;
+  for (const auto& role : service->roles) {
+    for (const auto& node : role.nodes) {
+      if (node.vm_id == inputs.own_vm_id && node.vm) {
+        take(*node.vm);
+        found = true;
+      }
+    }
+  }
+  if (!found) {
+    report.onegate_problem =
+        "this VM (" + std::to_string(inputs.own_vm_id) + ") is not in the service document";
+  }
+}
+
+// One OneGate request: the VM's attributes and, on a controller or a portal, a dry run of the
+// reconciler's cycle on the same document.
+void ReadOneGate(const StatusInputs& inputs, ProcessRunner& runner, Clock& clock, bool reconciles,
+                 StatusReport& report) {
+  if (inputs.onegate == nullptr) {
+    report.onegate_problem = inputs.onegate_why;
+    if (reconciles && inputs.query_machine) {
+      report.reconcile_problem = "no OneGate: " + inputs.onegate_why;
+    }
+    return;
+  }
+  OneGateClient& onegate = *inputs.onegate;
+  OneGateClient::OneServiceRead one_read(onegate);
+  const int before = onegate.requests_sent();
+  ReadOwnAttributes(inputs, onegate, reconciles, report);
+  if (reconciles && inputs.query_machine) {
+    ReconcileOptions options = inputs.reconcile;
+    options.dry_run = true;
+    auto cycle = RunReconcile(options, onegate, runner, clock);
+    if (!cycle) {
+      report.reconcile_problem = cycle.error().message;
+    } else {
+      report.slurm_calls += cycle->slurm_calls;
+      report.reconcile = std::move(*cycle);
+    }
+  }
+  report.onegate_requests = onegate.requests_sent() - before;
+}
+
+void ReadUnits(const StatusInputs& inputs, const std::vector<std::string>& enabled,
+               ProcessRunner& runner, StatusReport& report) {
+  if (!inputs.query_machine) {
+    report.units_problem = "not asked under --root (systemd is this machine's)";
+    return;
+  }
+  Command show;
+  show.argv = {"systemctl", "show", kShownProperties, "--"};
+  for (const auto& unit : ManagedUnits(enabled)) show.argv.push_back(unit);
+  show.timeout = Duration(10000);
+  auto shown = RunChecked(runner, show);
+  if (!shown) {
+    report.units_problem = shown.error().message;
+  } else {
+    report.units = ParseShow(shown->out);
+  }
+}
+
 }  // namespace
 
 StatusReport CollectStatus(const StatusInputs& inputs, const Files& files, ProcessRunner& runner,
@@ -138,87 +227,14 @@ StatusReport CollectStatus(const StatusInputs& inputs, const Files& files, Proce
     report.open_ondemand = presence ? presence->Describe() : presence.error().message;
   }
 
-  // One OneGate request: the service document on a controller or a portal (the reconciler's
-  // cycle below reads the same one), the VM's own document elsewhere.
+  // Workers and storage VMs run no reconciler.
   const bool reconciles = report.role == slurm::kControllerRole || report.role == ood::kPortalRole;
   report.machine_queried = inputs.query_machine;
-  if (inputs.onegate == nullptr) {
-    report.onegate_problem = inputs.onegate_why;
-  } else {
-    OneGateClient& onegate = *inputs.onegate;
-    OneGateClient::OneServiceRead one_read(onegate);
-    const int before = onegate.requests_sent();
-    auto take = [&](const VmInfo& vm) {
-      report.onegate_read = true;
-      if (auto it = vm.user_template.find(kAttrReady); it != vm.user_template.end()) {
-        report.ready = it->second;
-      }
-      if (auto it = vm.user_template.find("ERROR"); it != vm.user_template.end()) {
-        report.error = it->second;
-      }
-    };
-    if (reconciles) {
-      auto service = onegate.GetService(true);
-      if (!service) {
-        report.onegate_problem = service.error().message;
-      } else {
-        bool found = false;
-        for (const auto& role : service->roles) {
-          for (const auto& node : role.nodes) {
-            if (node.vm_id == inputs.own_vm_id && node.vm) {
-              take(*node.vm);
-              found = true;
-            }
-          }
-        }
-        if (!found) {
-          report.onegate_problem =
-              "this VM (" + std::to_string(inputs.own_vm_id) + ") is not in the service document";
-        }
-      }
-    } else {
-      auto vm = onegate.GetVm();
-      if (!vm) {
-        report.onegate_problem = vm.error().message;
-      } else {
-        take(*vm);
-      }
-    }
-    if (reconciles && inputs.query_machine) {
-      ReconcileOptions options = inputs.reconcile;
-      options.dry_run = true;
-      auto cycle = RunReconcile(options, onegate, runner, clock);
-      if (!cycle) {
-        report.reconcile_problem = cycle.error().message;
-      } else {
-        report.slurm_calls += cycle->slurm_calls;
-        report.reconcile = std::move(*cycle);
-      }
-    }
-    report.onegate_requests = onegate.requests_sent() - before;
-  }
-  if (!reconciles) {
-    // nothing: workers and storage VMs run no reconciler
-  } else if (!inputs.query_machine) {
+  ReadOneGate(inputs, runner, clock, reconciles, report);
+  if (reconciles && !inputs.query_machine) {
     report.reconcile_problem = "not asked under --root (Slurm is this machine's)";
-  } else if (inputs.onegate == nullptr) {
-    report.reconcile_problem = "no OneGate: " + inputs.onegate_why;
   }
-
-  if (!inputs.query_machine) {
-    report.units_problem = "not asked under --root (systemd is this machine's)";
-  } else {
-    Command show;
-    show.argv = {"systemctl", "show", kShownProperties, "--"};
-    for (const auto& unit : ManagedUnits(enabled)) show.argv.push_back(unit);
-    show.timeout = Duration(10000);
-    auto shown = RunChecked(runner, show);
-    if (!shown) {
-      report.units_problem = shown.error().message;
-    } else {
-      report.units = ParseShow(shown->out);
-    }
-  }
+  ReadUnits(inputs, enabled, runner, report);
   return report;
 }
 
