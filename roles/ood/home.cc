@@ -423,6 +423,80 @@ Result<HomeRequest> LookUpHomeUser(const std::string& user, const std::string& h
   return request;
 }
 
+namespace {
+
+// A directory the homes are made from or in: owned by root and writable by root alone.
+bool RootOwnedNotWritable(const struct stat& st) {
+  return st.st_uid == 0 && (st.st_mode & 022) == 0;
+}
+
+// The skeleton, opened like the base (no symlink on the way) and refused unless root's alone; an
+// invalid fd (and a warning) when there is none.
+Result<UniqueFd> OpenSkeleton(const HomeRequest& request) {
+  if (request.skel.empty()) return UniqueFd();
+  auto opened = OpenDirNoSymlinks(StripTrailingSlashes(request.skel));
+  if (!opened) {
+    if (opened.error().kind != ErrorKind::kNotFound) {
+      return Fail(opened.error().WithContext("home-create: skeleton"));
+    }
+    log::Warn("home-create: no skeleton directory {}; {}'s home starts empty", request.skel,
+              request.user);
+    return UniqueFd();
+  }
+  struct stat skel_st;
+  if (::fstat(opened->get(), &skel_st) != 0) return IoError("fstat " + request.skel, errno);
+  if (!RootOwnedNotWritable(skel_st)) {
+    return Fail(ErrorKind::kUnsafe,
+                fmt::format("home-create: the skeleton {} must be owned by root and "
+                            "writable only by root",
+                            request.skel));
+  }
+  return std::move(*opened);
+}
+
+// The private directory `temp` (made by root in the base, 0700) filled from the skeleton and
+// handed to the user; the caller removes it on failure.
+Status FillNewHome(int base, const std::string& temp, int skel, const HomeRequest& request) {
+  UniqueFd home(::openat(base, temp.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!home.valid()) return Fail(ErrorKind::kIo, "open the new home: " + Errno(errno));
+  struct stat home_st;
+  if (::fstat(home.get(), &home_st) != 0 || home_st.st_uid != 0 || !S_ISDIR(home_st.st_mode)) {
+    return Fail(ErrorKind::kUnsafe, "the new home directory is not the one just made");
+  }
+  if (skel >= 0) {
+    CopyBudget budget;
+    if (auto copied = CopyTree(skel, home.get(), request.uid, request.gid, 0, budget); !copied) {
+      return Fail(copied.error().WithContext("home-create: copy " + request.skel));
+    }
+  }
+  if (::fchown(home.get(), request.uid, request.gid) != 0) {
+    return Fail(ErrorKind::kIo, "chown the new home: " + Errno(errno));
+  }
+  if (::fchmod(home.get(), 0700) != 0) {
+    return Fail(ErrorKind::kIo, "chmod the new home: " + Errno(errno));
+  }
+  ::fsync(home.get());
+  return Ok();
+}
+
+// renameat2(RENAME_NOREPLACE) of `temp` to the user's name; -1 with errno as rename's.
+int RenameNoReplace(int base, const std::string& temp, const std::string& user) {
+  int rc = ::renameat2(base, temp.c_str(), base, user.c_str(), RENAME_NOREPLACE);
+  if (rc != 0 && (errno == EINVAL || errno == ENOSYS)) {
+    // No RENAME_NOREPLACE (e.g. NFS). rename(2) of a directory never follows a symlink at
+    // the target and only replaces an empty directory; only root can create one in base.
+    struct stat st;
+    if (::fstatat(base, user.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
+      errno = EEXIST;
+    } else {
+      rc = ::renameat(base, temp.c_str(), base, user.c_str());
+    }
+  }
+  return rc;
+}
+
+}  // namespace
+
 Result<HomeOutcome> CreateHome(const HomeRequest& request) {
   if (auto valid = ValidateHomeRequest(request); !valid) return Fail(valid.error());
   const std::string base_path = StripTrailingSlashes(request.home_base);
@@ -432,7 +506,7 @@ Result<HomeOutcome> CreateHome(const HomeRequest& request) {
   if (!base) return Fail(base.error().WithContext("home-create"));
   struct stat base_st;
   if (::fstat(base->get(), &base_st) != 0) return IoError("fstat " + base_path, errno);
-  if (base_st.st_uid != 0 || (base_st.st_mode & 022) != 0) {
+  if (!RootOwnedNotWritable(base_st)) {
     return Fail(ErrorKind::kUnsafe,
                 fmt::format("home-create: {} must be owned by root and writable only by root "
                             "(it is uid {}, mode {:04o}); refusing to create homes in it",
@@ -444,28 +518,8 @@ Result<HomeOutcome> CreateHome(const HomeRequest& request) {
     return VerifyExistingHome(base->get(), request, path);
   }
   if (errno != ENOENT) return IoError("stat " + path, errno);
-
-  // The skeleton: opened like the base; it must not be writable by anyone but root.
-  UniqueFd skel;
-  if (!request.skel.empty()) {
-    auto opened = OpenDirNoSymlinks(StripTrailingSlashes(request.skel));
-    if (opened) {
-      struct stat skel_st;
-      if (::fstat(opened->get(), &skel_st) != 0) return IoError("fstat " + request.skel, errno);
-      if (skel_st.st_uid != 0 || (skel_st.st_mode & 022) != 0) {
-        return Fail(ErrorKind::kUnsafe,
-                    fmt::format("home-create: the skeleton {} must be owned by root and "
-                                "writable only by root",
-                                request.skel));
-      }
-      skel = std::move(*opened);
-    } else if (opened.error().kind == ErrorKind::kNotFound) {
-      log::Warn("home-create: no skeleton directory {}; {}'s home starts empty", request.skel,
-                request.user);
-    } else {
-      return Fail(opened.error().WithContext("home-create: skeleton"));
-    }
-  }
+  auto skel = OpenSkeleton(request);
+  if (!skel) return Fail(skel.error());
 
   // Build in a private directory, then hand over and rename into place.
   std::string temp;
@@ -476,45 +530,12 @@ Result<HomeOutcome> CreateHome(const HomeRequest& request) {
       return IoError("create a directory in " + base_path, errno);
     }
   }
-  auto fail = [&](Error error) -> Result<HomeOutcome> {
+  if (auto filled = FillNewHome(base->get(), temp, skel->valid() ? skel->get() : -1, request);
+      !filled) {
     RemoveTreeAt(base->get(), temp);
-    return Fail(std::move(error));
-  };
-  UniqueFd home(
-      ::openat(base->get(), temp.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  if (!home.valid()) return fail(Error{ErrorKind::kIo, "open the new home: " + Errno(errno)});
-  struct stat home_st;
-  if (::fstat(home.get(), &home_st) != 0 || home_st.st_uid != 0 || !S_ISDIR(home_st.st_mode)) {
-    return fail(Error{ErrorKind::kUnsafe, "the new home directory is not the one just made"});
+    return Fail(filled.error());
   }
-  if (skel.valid()) {
-    CopyBudget budget;
-    if (auto copied = CopyTree(skel.get(), home.get(), request.uid, request.gid, 0, budget);
-        !copied) {
-      return fail(copied.error().WithContext("home-create: copy " + request.skel));
-    }
-  }
-  if (::fchown(home.get(), request.uid, request.gid) != 0) {
-    return fail(Error{ErrorKind::kIo, "chown the new home: " + Errno(errno)});
-  }
-  if (::fchmod(home.get(), 0700) != 0) {
-    return fail(Error{ErrorKind::kIo, "chmod the new home: " + Errno(errno)});
-  }
-  ::fsync(home.get());
-  home.Reset();
-
-  int rc =
-      ::renameat2(base->get(), temp.c_str(), base->get(), request.user.c_str(), RENAME_NOREPLACE);
-  if (rc != 0 && (errno == EINVAL || errno == ENOSYS)) {
-    // No RENAME_NOREPLACE (e.g. NFS). rename(2) of a directory never follows a symlink at
-    // the target and only replaces an empty directory; only root can create one in base.
-    if (::fstatat(base->get(), request.user.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
-      errno = EEXIST;
-    } else {
-      rc = ::renameat(base->get(), temp.c_str(), base->get(), request.user.c_str());
-    }
-  }
-  if (rc != 0) {
+  if (RenameNoReplace(base->get(), temp, request.user) != 0) {
     int err = errno;
     RemoveTreeAt(base->get(), temp);
     if (err == EEXIST || err == ENOTEMPTY || err == ENOTDIR) {
@@ -526,7 +547,7 @@ Result<HomeOutcome> CreateHome(const HomeRequest& request) {
   }
   ::fsync(base->get());
   log::Info("home-create: created {} (0700, owner {} uid {} gid {}) from {}", path, request.user,
-            request.uid, request.gid, skel.valid() ? request.skel : "nothing");
+            request.uid, request.gid, skel->valid() ? request.skel : "nothing");
   return HomeOutcome::kCreated;
 }
 
