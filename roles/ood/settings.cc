@@ -14,7 +14,9 @@ constexpr char kHostPattern[] =
     "(\\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*";
 }  // namespace
 
-std::vector<SettingSpec> PortalSettings() {
+namespace {
+
+SettingSpec LocalUsersSetting() {
   SettingSpec users;
   users.name = kLocalUsersVar;
   users.type = SettingType::kString;
@@ -31,16 +33,11 @@ std::vector<SettingSpec> PortalSettings() {
   // (RefuseSecretsOfOtherRoles), so that the passwords never sit in the workers' context.
   users.roles = {kPortalRole};
 
-  SettingSpec host;
-  host.name = kPortalHostName;
-  host.type = SettingType::kString;
-  host.description =
-      "Public DNS name of the portal (certificate, ServerName); empty means its first "
-      "IPv4 address.";
-  host.roles = {kPortalRole};
-  host.pattern = kHostPattern;
-  host.expected = "a DNS name such as ood.example.org (letters, digits, '-' and '.')";
+  return users;
+}
 
+// The site's own Slurm cluster, a second, batch-only target of the portal.
+std::vector<SettingSpec> SiteSlurmSettings() {
   SettingSpec site;
   site.name = kSiteSlurmEnabled;
   site.type = SettingType::kBool;
@@ -56,7 +53,7 @@ std::vector<SettingSpec> PortalSettings() {
       "Login host of the site's Slurm cluster, where the portal submits its batch jobs over "
       "SSH as the user; required with ONEAPP_SITE_SLURM_ENABLED.";
   site_host.roles = {kPortalRole};
-  site_host.pattern = host.pattern;
+  site_host.pattern = kHostPattern;
   site_host.expected = "a host name or IPv4 address (letters, digits, '-' and '.')";
 
   SettingSpec title;
@@ -78,6 +75,11 @@ std::vector<SettingSpec> PortalSettings() {
   cluster.pattern = "[a-z][a-z0-9_-]{0,31}";
   cluster.expected = "a lower-case identifier such as site or hpc2";
 
+  return {site, site_host, title, cluster};
+}
+
+// The portal's certificate and key (a self-signed pair when empty).
+std::vector<SettingSpec> CertificateSettings() {
   SettingSpec chain;
   chain.name = kPortalCertChain;
   chain.type = SettingType::kText64;
@@ -99,8 +101,26 @@ std::vector<SettingSpec> PortalSettings() {
       "instead.";
   key.roles = {kPortalRole};
 
-  std::vector<SettingSpec> specs = {
-      users, host, chain, key, site, site_host, title, cluster, ComputeNetworkSetting()};
+  return {chain, key};
+}
+
+}  // namespace
+
+std::vector<SettingSpec> PortalSettings() {
+  SettingSpec host;
+  host.name = kPortalHostName;
+  host.type = SettingType::kString;
+  host.description =
+      "Public DNS name of the portal (certificate, ServerName); empty means its first "
+      "IPv4 address.";
+  host.roles = {kPortalRole};
+  host.pattern = kHostPattern;
+  host.expected = "a DNS name such as ood.example.org (letters, digits, '-' and '.')";
+
+  std::vector<SettingSpec> specs = {LocalUsersSetting(), host};
+  for (auto& spec : CertificateSettings()) specs.push_back(spec);
+  for (auto& spec : SiteSlurmSettings()) specs.push_back(spec);
+  specs.push_back(ComputeNetworkSetting());
   for (auto& spec : LoginSettings()) specs.push_back(spec);
   for (auto& spec : SharedNfsSettings()) specs.push_back(spec);
   // The service template sets it to the workers' max_vms.
