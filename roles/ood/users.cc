@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 #include <utility>
 
@@ -298,15 +299,16 @@ bool IsValidLoginName(std::string_view name) {
   return NameProblem(name).empty() && !IsReservedLoginName(name);
 }
 
-Result<std::vector<LocalUser>> ParseLocalUsers(std::string_view text,
-                                               const LocalUserPolicy& policy) {
-  const std::vector<std::string_view> raw_entries = SplitEntries(text);
-  const std::string expected = fmt::format(
-      "expected space-separated entries name:password or name:password:uid (uid {}-{}); "
-      "passwords cannot contain ':' or whitespace",
-      kMinUid, kMaxUid);
+namespace {
 
-  // Secrets first: nothing below may log or return a password or a piece of one.
+void AddProblem(std::vector<std::string>& problems, size_t position, const std::string& who,
+                const std::string& what) {
+  problems.push_back(fmt::format("{}: entry {}{}: {}", kLocalUsersVar, position,
+                                 who.empty() ? "" : " (user '" + who + "')", what));
+}
+
+// Secrets first: nothing after this may log or return a password or a piece of one.
+void RegisterSecrets(const std::vector<std::string_view>& raw_entries) {
   for (std::string_view raw : raw_entries) {
     size_t colon = raw.find(':');
     if (colon == std::string_view::npos) {
@@ -318,120 +320,117 @@ Result<std::vector<LocalUser>> ParseLocalUsers(std::string_view text,
     size_t second = rest.find(':');
     log::AddSecret(std::string(rest.substr(0, second)));
   }
+}
 
-  std::vector<std::string> problems;
-  auto problem = [&](size_t position, const std::string& who, const std::string& what) {
-    problems.push_back(fmt::format("{}: entry {}{}: {}", kLocalUsersVar, position,
-                                   who.empty() ? "" : " (user '" + who + "')", what));
-  };
-
-  std::vector<Entry> entries;
-  for (size_t i = 0; i < raw_entries.size(); ++i) {
-    std::string_view raw = raw_entries[i];
-    const size_t position = i + 1;
-    size_t colon = raw.find(':');
-    if (colon == std::string_view::npos) {
-      problem(position, "", "has no ':' (not shown: it may be part of a password); " + expected);
-      continue;
-    }
-    std::string_view name = raw.substr(0, colon);
-    std::string_view rest = raw.substr(colon + 1);
-    std::string_view password = rest;
-    std::string_view uid_text;
-    bool has_uid = false;
-    size_t second = rest.find(':');
-    bool bad = false;
-
-    std::string name_problem = NameProblem(name);
-    std::string who;
-    if (!name_problem.empty()) {
-      problem(position, "", name_problem + " (not shown: it may be part of a password)");
-      bad = true;
-    } else {
-      who = std::string(name);
-      if (IsReservedLoginName(name)) {
-        problem(position, who, "the name is reserved for a system account or group");
-        bad = true;
-      }
-    }
-    if (second != std::string_view::npos) {
-      password = rest.substr(0, second);
-      uid_text = rest.substr(second + 1);
-      has_uid = true;
-      if (uid_text.find(':') != std::string_view::npos) {
-        problem(position, who, "has more than two ':'; passwords cannot contain ':'");
-        continue;
-      }
-    }
-    std::string password_problem = PasswordProblem(password, name);
-    if (!password_problem.empty()) {
-      problem(position, who, password_problem);
-      bad = true;
-    }
-    Entry entry;
-    entry.position = position;
-    if (has_uid) {
-      bool digits = !uid_text.empty() && uid_text.size() <= 9 &&
-                    std::all_of(uid_text.begin(), uid_text.end(),
-                                [](char c) { return c >= '0' && c <= '9'; });
-      if (!digits) {
-        problem(position, who,
-                uid_text.empty()
-                    ? "the uid after the second ':' is empty"
-                    : "the part after the second ':' is not a uid (not shown: passwords "
-                      "cannot contain ':', so it may be part of a password)");
-        bad = true;
-      } else {
-        std::uint32_t uid = static_cast<std::uint32_t>(std::stoul(std::string(uid_text)));
-        if (uid < kMinUid || uid > kMaxUid) {
-          problem(position, who, fmt::format("uid {} is outside {}-{}", uid, kMinUid, kMaxUid));
-          bad = true;
-        } else if (policy.taken_uids.count(uid)) {
-          problem(position, who, fmt::format("uid {} belongs to an account of the system", uid));
-          bad = true;
-        }
-        entry.uid = uid;
-        entry.uid_given = true;
-      }
-    }
-    if (bad) continue;
-    entry.name = std::string(name);
-    entry.password = std::string(password);
-    entry.password_is_hash = password[0] == kHashPrefix;
-    entries.push_back(std::move(entry));
+// The uid given after the second ':' of entry `position` into `entry`; false (a problem added)
+// when it is not a free uid in range.
+bool ParseGivenUid(std::string_view uid_text, size_t position, const std::string& who,
+                   const LocalUserPolicy& policy, Entry& entry,
+                   std::vector<std::string>& problems) {
+  bool digits =
+      !uid_text.empty() && uid_text.size() <= 9 &&
+      std::all_of(uid_text.begin(), uid_text.end(), [](char c) { return c >= '0' && c <= '9'; });
+  if (!digits) {
+    AddProblem(problems, position, who,
+               uid_text.empty() ? "the uid after the second ':' is empty"
+                                : "the part after the second ':' is not a uid (not shown: "
+                                  "passwords cannot contain ':', so it may be part of a password)");
+    return false;
   }
+  std::uint32_t uid = static_cast<std::uint32_t>(std::stoul(std::string(uid_text)));
+  entry.uid = uid;
+  entry.uid_given = true;
+  if (uid < kMinUid || uid > kMaxUid) {
+    AddProblem(problems, position, who,
+               fmt::format("uid {} is outside {}-{}", uid, kMinUid, kMaxUid));
+    return false;
+  }
+  if (policy.taken_uids.count(uid)) {
+    AddProblem(problems, position, who,
+               fmt::format("uid {} belongs to an account of the system", uid));
+    return false;
+  }
+  return true;
+}
 
-  // Duplicates among the valid entries.
+// One entry, name:password or name:password:uid; nullopt (problems added) when it is not valid.
+std::optional<Entry> ParseEntry(std::string_view raw, size_t position,
+                                const LocalUserPolicy& policy, const std::string& expected,
+                                std::vector<std::string>& problems) {
+  size_t colon = raw.find(':');
+  if (colon == std::string_view::npos) {
+    AddProblem(problems, position, "",
+               "has no ':' (not shown: it may be part of a password); " + expected);
+    return std::nullopt;
+  }
+  std::string_view name = raw.substr(0, colon);
+  std::string_view rest = raw.substr(colon + 1);
+  std::string_view password = rest;
+  bool bad = false;
+  std::string who;
+  if (std::string name_problem = NameProblem(name); !name_problem.empty()) {
+    AddProblem(problems, position, "", name_problem + " (not shown: it may be part of a password)");
+    bad = true;
+  } else {
+    who = std::string(name);
+    if (IsReservedLoginName(name)) {
+      AddProblem(problems, position, who, "the name is reserved for a system account or group");
+      bad = true;
+    }
+  }
+  std::optional<std::string_view> uid_text;
+  if (size_t second = rest.find(':'); second != std::string_view::npos) {
+    password = rest.substr(0, second);
+    uid_text = rest.substr(second + 1);
+    if (uid_text->find(':') != std::string_view::npos) {
+      AddProblem(problems, position, who, "has more than two ':'; passwords cannot contain ':'");
+      return std::nullopt;
+    }
+  }
+  if (std::string password_problem = PasswordProblem(password, name); !password_problem.empty()) {
+    AddProblem(problems, position, who, password_problem);
+    bad = true;
+  }
+  Entry entry;
+  entry.position = position;
+  if (uid_text && !ParseGivenUid(*uid_text, position, who, policy, entry, problems)) bad = true;
+  if (bad) return std::nullopt;
+  entry.name = std::string(name);
+  entry.password = std::string(password);
+  entry.password_is_hash = password[0] == kHashPrefix;
+  return entry;
+}
+
+// Duplicates among the valid entries (a name listed twice, a uid given twice); the given uids.
+std::map<std::uint32_t, const Entry*> CheckDuplicates(const std::vector<Entry>& entries,
+                                                      std::vector<std::string>& problems) {
   std::map<std::string, size_t> first_by_name;
   std::map<std::uint32_t, const Entry*> explicit_uids;
   for (const Entry& e : entries) {
     auto [it, inserted] = first_by_name.emplace(e.name, e.position);
     if (!inserted) {
-      problem(e.position, e.name,
-              fmt::format("the user is already listed in entry {}", it->second));
+      AddProblem(problems, e.position, e.name,
+                 fmt::format("the user is already listed in entry {}", it->second));
     }
     if (e.uid_given) {
       auto [uit, uinserted] = explicit_uids.emplace(e.uid, &e);
       if (!uinserted) {
-        problem(e.position, e.name,
-                fmt::format("uid {} is already given to user '{}' in entry {}", e.uid,
-                            uit->second->name, uit->second->position));
+        AddProblem(problems, e.position, e.name,
+                   fmt::format("uid {} is already given to user '{}' in entry {}", e.uid,
+                               uit->second->name, uit->second->position));
       }
     }
   }
-  if (!problems.empty()) {
-    std::string joined;
-    for (const auto& p : problems) {
-      if (!joined.empty()) joined += "\n";
-      joined += p;
-    }
-    return Fail(ErrorKind::kInvalidInput, joined);
-  }
+  return explicit_uids;
+}
 
-  // uids for entries without one: the previous uid if still free (first claim wins), else
-  // the next free one from kFirstAutoUid.
+// uids for entries without one: the previous uid if still free (first claim wins), else the
+// next free one from kFirstAutoUid.
+Result<std::vector<LocalUser>> AssignUids(const std::vector<Entry>& entries,
+                                          const LocalUserPolicy& policy,
+                                          const std::map<std::uint32_t, const Entry*>& given) {
   std::set<std::uint32_t> used = policy.taken_uids;
-  for (const auto& [uid, entry] : explicit_uids) used.insert(uid);
+  for (const auto& [uid, entry] : given) used.insert(uid);
   std::map<std::string, std::uint32_t> kept;
   for (const Entry& e : entries) {
     if (e.uid_given) continue;
@@ -468,6 +467,36 @@ Result<std::vector<LocalUser>> ParseLocalUsers(std::string_view text,
     users.push_back(std::move(user));
   }
   return users;
+}
+
+}  // namespace
+
+Result<std::vector<LocalUser>> ParseLocalUsers(std::string_view text,
+                                               const LocalUserPolicy& policy) {
+  const std::vector<std::string_view> raw_entries = SplitEntries(text);
+  const std::string expected = fmt::format(
+      "expected space-separated entries name:password or name:password:uid (uid {}-{}); "
+      "passwords cannot contain ':' or whitespace",
+      kMinUid, kMaxUid);
+  RegisterSecrets(raw_entries);
+
+  std::vector<std::string> problems;
+  std::vector<Entry> entries;
+  for (size_t i = 0; i < raw_entries.size(); ++i) {
+    if (auto entry = ParseEntry(raw_entries[i], i + 1, policy, expected, problems)) {
+      entries.push_back(std::move(*entry));
+    }
+  }
+  const auto given = CheckDuplicates(entries, problems);
+  if (!problems.empty()) {
+    std::string joined;
+    for (const auto& p : problems) {
+      if (!joined.empty()) joined += "\n";
+      joined += p;
+    }
+    return Fail(ErrorKind::kInvalidInput, joined);
+  }
+  return AssignUids(entries, policy, given);
 }
 
 std::vector<std::string> ClearTextPasswordNames(std::string_view text) {
