@@ -169,6 +169,47 @@ struct Normalised {
   std::vector<std::string> secrets;  // derived values to redact as well (decoded text64)
 };
 
+Result<Normalised> NormaliseInt(const SettingSpec& spec, std::string_view raw) {
+  auto reason = [](std::string text) { return Fail(ErrorKind::kInvalidInput, std::move(text)); };
+  std::string_view text = TrimView(raw);
+  bool plus = !text.empty() && text.front() == '+';
+  if (plus) text.remove_prefix(1);
+  std::int64_t value = 0;
+  bool digits_only = !text.empty();
+  for (size_t i = 0; i < text.size(); ++i) {
+    bool digit = text[i] >= '0' && text[i] <= '9';
+    if (!digit && !(i == 0 && text[i] == '-' && !plus)) digits_only = false;
+  }
+  std::string bounds = DescribeIntBounds(spec);
+  std::string expected = bounds.empty() ? "a decimal integer" : "a decimal integer " + bounds;
+  if (!digits_only) return reason("not a whole number; expected " + expected);
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec == std::errc::result_out_of_range) {
+    return reason("the number is out of range; expected " + expected);
+  }
+  if (ec != std::errc() || end != text.data() + text.size()) {
+    return reason("not a whole number; expected " + expected);
+  }
+  if (value < spec.min || value > spec.max) return reason("out of range; expected " + expected);
+  return Normalised{std::to_string(value), {}};
+}
+
+Result<Normalised> NormaliseList(const SettingSpec& spec, std::string_view raw,
+                                 const std::optional<std::regex>& pattern, bool secret) {
+  std::vector<std::string> items = SplitList(raw);
+  if (pattern) {
+    for (size_t i = 0; i < items.size(); ++i) {
+      if (!std::regex_match(items[i], *pattern)) {
+        return Fail(ErrorKind::kInvalidInput,
+                    fmt::format("item {}{} is not valid; expected a list separated by commas or "
+                                "spaces, each item {}",
+                                i + 1, secret ? "" : " " + Show(items[i]), DescribePattern(spec)));
+      }
+    }
+  }
+  return Normalised{Join(items, ","), {}};
+}
+
 // Validates one non-empty raw value. The error message is the reason only: it never
 // contains the value itself, so it is safe for secrets.
 Result<Normalised> Normalise(const SettingSpec& spec, std::string_view raw,
@@ -181,31 +222,8 @@ Result<Normalised> Normalise(const SettingSpec& spec, std::string_view raw,
       if (!value) return reason(fmt::format("not a boolean; expected one of {}", kBoolWords));
       return Normalised{*value ? "YES" : "NO", {}};
     }
-    case SettingType::kInt: {
-      std::string_view text = TrimView(raw);
-      bool plus = !text.empty() && text.front() == '+';
-      if (plus) text.remove_prefix(1);
-      std::int64_t value = 0;
-      bool digits_only = !text.empty();
-      for (size_t i = 0; i < text.size(); ++i) {
-        bool digit = text[i] >= '0' && text[i] <= '9';
-        if (!digit && !(i == 0 && text[i] == '-' && !plus)) digits_only = false;
-      }
-      std::string bounds = DescribeIntBounds(spec);
-      std::string expected = bounds.empty() ? "a decimal integer" : "a decimal integer " + bounds;
-      if (!digits_only) return reason("not a whole number; expected " + expected);
-      auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-      if (ec == std::errc::result_out_of_range) {
-        return reason("the number is out of range; expected " + expected);
-      }
-      if (ec != std::errc() || end != text.data() + text.size()) {
-        return reason("not a whole number; expected " + expected);
-      }
-      if (value < spec.min || value > spec.max) {
-        return reason("out of range; expected " + expected);
-      }
-      return Normalised{std::to_string(value), {}};
-    }
+    case SettingType::kInt:
+      return NormaliseInt(spec, raw);
     case SettingType::kString:
     case SettingType::kPassword: {
       if (raw.find_first_of("\r\n") != std::string_view::npos) {
@@ -235,20 +253,8 @@ Result<Normalised> Normalise(const SettingSpec& spec, std::string_view raw,
       }
       return reason(fmt::format("expected one of: {}", Join(spec.choices, ", ")));
     }
-    case SettingType::kList: {
-      std::vector<std::string> items = SplitList(raw);
-      if (pattern) {
-        for (size_t i = 0; i < items.size(); ++i) {
-          if (!std::regex_match(items[i], *pattern)) {
-            return reason(fmt::format(
-                "item {}{} is not valid; expected a list separated by commas or spaces, "
-                "each item {}",
-                i + 1, secret ? "" : " " + Show(items[i]), DescribePattern(spec)));
-          }
-        }
-      }
-      return Normalised{Join(items, ","), {}};
-    }
+    case SettingType::kList:
+      return NormaliseList(spec, raw, pattern, secret);
   }
   return reason("unknown setting type");
 }
