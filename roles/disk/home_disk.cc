@@ -267,93 +267,101 @@ Status ChooseBlank(const HomeDiskInputs& inputs, const std::vector<std::string>&
   return Ok();
 }
 
+// 1. The label anywhere wins: that filesystem is mounted as it is, never formatted, unless it
+// is mounted elsewhere (but on our own bind targets).
+Result<HomeDiskDecision> ReuseLabelled(const HomeDiskInputs& inputs, const std::string& device,
+                                       BlockDevices& devices, Mounts& mounts) {
+  auto probe = devices.Probe(device);
+  if (!probe) return Fail(probe.error());
+  if (auto s = CheckLabelledProbe(device, *probe, inputs.label); !s) return Fail(s.error());
+  auto where = mounts.FindBySource(device);
+  if (!where) return Fail(where.error());
+  for (const auto& e : *where) {
+    const bool own_bind =
+        std::any_of(inputs.own_bind_targets.begin(), inputs.own_bind_targets.end(),
+                    [&](const std::string& t) { return Canonical(t) == Canonical(e.target); });
+    if (Canonical(e.target) != Canonical(inputs.mount_point) && !own_bind) {
+      return Fail(ErrorKind::kUnsafe,
+                  device + " (" + Describe(*probe) + ") is already mounted on " + Mounted(*where) +
+                      "; unmount it so it can be mounted on " + inputs.mount_point);
+    }
+  }
+  HomeDiskDecision decision;
+  decision.source = HomeSource::kReuseLabelled;
+  decision.device = device;
+  decision.fs_type = probe->fs_type;
+  decision.uuid = probe->uuid;
+  decision.why = device + " holds the " + probe->fs_type + " filesystem labelled '" + inputs.label +
+                 "' (uuid " + probe->uuid + "): mounted as it is, never formatted";
+  for (const auto& c : inputs.candidates) {
+    if (c != device) decision.findings.push_back({c, "not looked at (the label was found)", false});
+  }
+  return decision;
+}
+
+// 2. One candidate classified: blank (nothing on it, not mounted, ours alone) or what it holds,
+// with the problem that keeps it from being formatted. Nothing is written to it here.
+struct Classified {
+  DiskFinding finding;
+  std::string problem;  ///< empty: none (a blank disk, or the context image skipped)
+};
+
+Result<Classified> ClassifyCandidate(const std::string& device, BlockDevices& devices,
+                                     Mounts& mounts, const ExclusiveCheck& exclusive) {
+  Classified c{{device, "", false}, ""};
+  auto probe = devices.Probe(device);
+  if (!probe) {
+    c.finding.content = "unreadable (" + probe.error().message + ")";
+    c.problem = device + ": " + c.finding.content;
+    return c;
+  }
+  std::string content = Describe(*probe);
+  if (!probe->ambivalent && probe->fs_type == "iso9660" && probe->label == "CONTEXT") {
+    // OpenNebula's context image attached as a disk rather than a CD-ROM: not a candidate.
+    c.finding.content = "the OpenNebula context image (iso9660 CONTEXT): skipped";
+    return c;
+  }
+  auto where = mounts.FindBySource(device);
+  if (!where) return Fail(where.error());
+  if (!where->empty()) {
+    content = (content == "blank" ? std::string("no signature") : content) + ", mounted on " +
+              Mounted(*where);
+  } else if (probe->blank()) {
+    if (auto held = exclusive(device); !held) {
+      content = "no signature, but " + held.error().message;
+    } else {
+      c.finding.blank = true;
+    }
+  }
+  c.finding.content = c.finding.blank ? "blank (" + SizeText(probe->size) + ")" : content;
+  if (!c.finding.blank) c.problem = device + ": " + content;
+  return c;
+}
+
 }  // namespace
 
 Result<HomeDiskDecision> DecideHomeDisk(const HomeDiskInputs& inputs, BlockDevices& devices,
                                         Mounts& mounts, const LabelFinder& find_label,
                                         const ExclusiveCheck& exclusive) {
-  HomeDiskDecision decision;
-  std::string mount_point = inputs.mount_point;
-
-  // 1. The label anywhere wins.
   auto labelled = find_label(inputs.label);
   if (!labelled) {
     return Fail(labelled.error().WithContext("looking for the '" + inputs.label + "' filesystem"));
   }
-  if (labelled->has_value()) {
-    const std::string& device = **labelled;
-    auto probe = devices.Probe(device);
-    if (!probe) return Fail(probe.error());
-    if (auto s = CheckLabelledProbe(device, *probe, inputs.label); !s) return Fail(s.error());
-    auto where = mounts.FindBySource(device);
-    if (!where) return Fail(where.error());
-    for (const auto& e : *where) {
-      const bool own_bind =
-          std::any_of(inputs.own_bind_targets.begin(), inputs.own_bind_targets.end(),
-                      [&](const std::string& t) { return Canonical(t) == Canonical(e.target); });
-      if (Canonical(e.target) != Canonical(mount_point) && !own_bind) {
-        return Fail(ErrorKind::kUnsafe, device + " (" + Describe(*probe) +
-                                            ") is already mounted on " + Mounted(*where) +
-                                            "; unmount it so it can be mounted on " +
-                                            inputs.mount_point);
-      }
-    }
-    decision.source = HomeSource::kReuseLabelled;
-    decision.device = device;
-    decision.fs_type = probe->fs_type;
-    decision.uuid = probe->uuid;
-    decision.why = device + " holds the " + probe->fs_type + " filesystem labelled '" +
-                   inputs.label + "' (uuid " + probe->uuid + "): mounted as it is, never formatted";
-    for (const auto& c : inputs.candidates) {
-      if (c != device)
-        decision.findings.push_back({c, "not looked at (the label was found)", false});
-    }
-    return decision;
-  }
+  if (labelled->has_value()) return ReuseLabelled(inputs, **labelled, devices, mounts);
 
-  // 2. Classify every candidate. Nothing is written to any of them here.
+  HomeDiskDecision decision;
   std::vector<std::string> candidates = inputs.candidates;
   std::sort(candidates.begin(), candidates.end());
   candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
   std::vector<std::string> problems;
   std::vector<std::string> blank;
   for (const auto& device : candidates) {
-    DiskFinding finding{device, "", false};
-    auto probe = devices.Probe(device);
-    if (!probe) {
-      finding.content = "unreadable (" + probe.error().message + ")";
-      problems.push_back(device + ": " + finding.content);
-      decision.findings.push_back(finding);
-      continue;
-    }
-    std::string content = Describe(*probe);
-    if (!probe->ambivalent && probe->fs_type == "iso9660" && probe->label == "CONTEXT") {
-      // OpenNebula's context image attached as a disk rather than a CD-ROM: not a candidate.
-      finding.content = "the OpenNebula context image (iso9660 CONTEXT): skipped";
-      decision.findings.push_back(finding);
-      continue;
-    }
-    auto where = mounts.FindBySource(device);
-    if (!where) return Fail(where.error());
-    if (!where->empty()) {
-      content = (content == "blank" ? std::string("no signature") : content) + ", mounted on " +
-                Mounted(*where);
-    } else if (probe->blank()) {
-      if (auto held = exclusive(device); !held) {
-        content = "no signature, but " + held.error().message;
-      } else {
-        finding.blank = true;
-      }
-    }
-    finding.content = finding.blank ? "blank (" + SizeText(probe->size) + ")" : content;
-    if (finding.blank) {
-      blank.push_back(device);
-    } else {
-      problems.push_back(device + ": " + content);
-    }
-    decision.findings.push_back(finding);
+    auto c = ClassifyCandidate(device, devices, mounts, exclusive);
+    if (!c) return Fail(c.error());
+    if (!c->problem.empty()) problems.push_back(c->problem);
+    if (c->finding.blank) blank.push_back(device);
+    decision.findings.push_back(c->finding);
   }
-
   if (!problems.empty()) {
     return Fail(
         ErrorKind::kUnsafe,
@@ -373,6 +381,45 @@ Result<HomeDiskDecision> DecideHomeDisk(const HomeDiskInputs& inputs, BlockDevic
   if (auto s = ChooseBlank(inputs, blank, decision); !s) return Fail(s.error());
   return decision;
 }
+
+namespace {
+
+// The UUID of the filesystem mkfs.ext4 just made on `device`, once a probe shows it. udev
+// creates /dev/disk/by-uuid and by-label from the new superblock; bounded wait. No udev (a
+// container) is fine: we mount by device node and verify with our own probe.
+Result<std::string> NewFilesystemUuid(HomeDiskTools& tools, const std::string& device,
+                                      const std::string& label) {
+  Command settle;
+  settle.argv = {"udevadm", "settle",
+                 "--timeout=" + std::to_string(tools.udev_timeout.count() / 1000)};
+  settle.timeout = tools.udev_timeout + Duration(5000);
+  auto settled = tools.runner.Run(settle);
+  if (!settled) {
+    log::Debug("udevadm not available ({}); verifying {} by probing it", settled.error().message,
+               device);
+  } else if (!settled->ok()) {
+    log::Warn("udevadm settle did not finish ({}); verifying {} by probing it",
+              settled->timed_out ? "timed out" : "exit " + std::to_string(settled->exit_code),
+              device);
+  }
+  TimePoint deadline = tools.clock.Now() + tools.udev_timeout;
+  while (true) {
+    auto after = tools.devices.Probe(device);
+    if (after && !after->ambivalent && after->fs_type == "ext4" && after->label == label &&
+        !after->uuid.empty()) {
+      return after->uuid;
+    }
+    if (tools.clock.Now() >= deadline) {
+      return Fail(ErrorKind::kIo, "mkfs.ext4 exited 0 but " + device +
+                                      " does not show an ext4 filesystem labelled '" + label +
+                                      "' (" + (after ? Describe(*after) : after.error().message) +
+                                      ")");
+    }
+    tools.clock.SleepFor(Duration(500));
+  }
+}
+
+}  // namespace
 
 Result<std::string> FormatBlankDisk(const HomeDiskDecision& decision, const std::string& label,
                                     HomeDiskTools& tools, const std::string& marker) {
@@ -426,36 +473,7 @@ Result<std::string> FormatBlankDisk(const HomeDiskDecision& decision, const std:
   auto made = RunChecked(tools.runner, mkfs);
   if (!made) return Fail(made.error());
 
-  // udev creates /dev/disk/by-uuid and by-label from the new superblock; bounded wait. No
-  // udev (a container) is fine: we mount by device node and verify with our own probe.
-  Command settle;
-  settle.argv = {"udevadm", "settle",
-                 "--timeout=" + std::to_string(tools.udev_timeout.count() / 1000)};
-  settle.timeout = tools.udev_timeout + Duration(5000);
-  auto settled = tools.runner.Run(settle);
-  if (!settled) {
-    log::Debug("udevadm not available ({}); verifying {} by probing it", settled.error().message,
-               device);
-  } else if (!settled->ok()) {
-    log::Warn("udevadm settle did not finish ({}); verifying {} by probing it",
-              settled->timed_out ? "timed out" : "exit " + std::to_string(settled->exit_code),
-              device);
-  }
-  TimePoint deadline = tools.clock.Now() + tools.udev_timeout;
-  while (true) {
-    auto after = tools.devices.Probe(device);
-    if (after && !after->ambivalent && after->fs_type == "ext4" && after->label == label &&
-        !after->uuid.empty()) {
-      return after->uuid;
-    }
-    if (tools.clock.Now() >= deadline) {
-      return Fail(ErrorKind::kIo, "mkfs.ext4 exited 0 but " + device +
-                                      " does not show an ext4 filesystem labelled '" + label +
-                                      "' (" + (after ? Describe(*after) : after.error().message) +
-                                      ")");
-    }
-    tools.clock.SleepFor(Duration(500));
-  }
+  return NewFilesystemUuid(tools, device, label);
 }
 
 Result<bool> EnsureMounted(const std::string& device, const std::string& fs_type,
