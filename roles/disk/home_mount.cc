@@ -260,12 +260,12 @@ Status CheckNothingHidden(RoleEnv& env, const HomeDiskDecision& decision) {
           ") and reconfigure, or detach the disk");
 }
 
-}  // namespace
-
-Result<bool> EnsureHomeDisk(RoleEnv& env, const HomeMountOptions& options) {
+// The decision (a format resumed after a crash, or DecideHomeDisk), logged and checked against
+// the disk recorded by an earlier run. `inputs` gets OpenNebula's facts about the disks.
+Result<HomeDiskDecision> DecideForThisVm(RoleEnv& env, const HomeMountOptions& options,
+                                         HomeDiskInputs& inputs) {
   auto candidates = Candidates(env, options);
   if (!candidates) return Fail(candidates.error());
-  HomeDiskInputs inputs;
   inputs.candidates = *candidates;
   inputs.mount_point = env.files.HostPath(ood::kHomeExport);
   inputs.allow_volatile = env.settings.GetBool(kHomeDiskVolatileSetting);
@@ -292,91 +292,89 @@ Result<bool> EnsureHomeDisk(RoleEnv& env, const HomeMountOptions& options) {
   auto recorded = ReadRecordedHomeDisk(env);
   if (!recorded) return Fail(recorded.error());
   if (auto s = CheckPreviousHomeDisk(*recorded, *decision); !s) return Fail(s.error());
-  if (decision->source == HomeSource::kRootDisk) {
-    env.plan.Keep(std::string("homes in ") + ood::kHomeExport + " on the root disk", decision->why);
-    return false;
-  }
-  std::string host_dir = env.files.HostPath(ood::kHomeExport);
-  auto current = env.mounts.FindByTarget(host_dir);
-  if (!current) return Fail(current.error());
-  if (!current->has_value()) {
-    if (auto s = CheckNothingHidden(env, *decision); !s) return Fail(s.error());
-  }
+  return decision;
+}
 
-  std::string uuid = decision->uuid;
-  if (decision->source == HomeSource::kFormatBlank) {
-    HomeDiskTools tools{env.runner, env.block_devices, env.mounts, env.clock, options.exclusive};
-    auto s = env.plan.Do(
-        "format " + decision->device + " (mkfs.ext4 -F -L " + kHomeLabel + ")", decision->why,
-        [&]() -> Status {
-          // The record first: a crash from here on is recognised.
-          std::string marker = decision->resume_marker;
-          if (marker.empty()) {
-            auto nonce = NewNonce();
-            if (!nonce) return Fail(nonce.error());
-            nlohmann::json record = {{"device", decision->device}, {"nonce", *nonce}};
-            if (auto w = env.files.WriteAtomic(kMkfsStateFile, record.dump() + "\n", 0600); !w) {
-              return w;
-            }
-            marker = MkfsMarker(*nonce);
-          }
-          auto made = FormatBlankDisk(*decision, kHomeLabel, tools, marker);
-          if (!made) return Fail(made.error());  // the record stays
-          uuid = *made;
-          return env.files.Remove(kMkfsStateFile);
-        });
-    if (!s) return Fail(s.error());
-  } else {
-    env.plan.Keep("filesystem on " + decision->device, decision->why);
-    if (inputs.facts) {
-      auto f = inputs.facts->find(decision->device);
-      if (f != inputs.facts->end() && !(f->second.persistent && !f->second.image.empty())) {
+// The blank disk formatted (the record first, so that a crash from then on is recognised), or
+// the labelled filesystem kept as it is; the filesystem's UUID ("" in a plan before mkfs).
+Result<std::string> FormatOrKeep(RoleEnv& env, const HomeMountOptions& options,
+                                 const HomeDiskDecision& decision,
+                                 const std::optional<std::map<std::string, DiskFacts>>& facts) {
+  std::string uuid = decision.uuid;
+  if (decision.source != HomeSource::kFormatBlank) {
+    env.plan.Keep("filesystem on " + decision.device, decision.why);
+    if (facts) {
+      auto f = facts->find(decision.device);
+      if (f != facts->end() && !(f->second.persistent && !f->second.image.empty())) {
         log::Warn(
             "storage: the ood-home filesystem is on {}, a {}: the homes are deleted with "
             "the VM",
-            decision->device, f->second.Describe());
+            decision.device, f->second.Describe());
       }
     }
+    return uuid;
   }
+  HomeDiskTools tools{env.runner, env.block_devices, env.mounts, env.clock, options.exclusive};
+  auto s = env.plan.Do(
+      "format " + decision.device + " (mkfs.ext4 -F -L " + kHomeLabel + ")", decision.why,
+      [&]() -> Status {
+        std::string marker = decision.resume_marker;
+        if (marker.empty()) {
+          auto nonce = NewNonce();
+          if (!nonce) return Fail(nonce.error());
+          nlohmann::json record = {{"device", decision.device}, {"nonce", *nonce}};
+          if (auto w = env.files.WriteAtomic(kMkfsStateFile, record.dump() + "\n", 0600); !w) {
+            return w;
+          }
+          marker = MkfsMarker(*nonce);
+        }
+        auto made = FormatBlankDisk(decision, kHomeLabel, tools, marker);
+        if (!made) return Fail(made.error());  // the record stays
+        uuid = *made;
+        return env.files.Remove(kMkfsStateFile);
+      });
+  if (!s) return Fail(s.error());
+  return uuid;
+}
 
-  // Mount now (a crash between mkfs and here converges: the next run finds the label).
-  std::string fs_type = decision->fs_type;
-  if (current->has_value()) {
-    auto same = EnsureMounted(decision->device, fs_type, host_dir, env.mounts);
+// Mounted now (a crash between mkfs and here converges: the next run finds the label), its top
+// root-owned and world-readable.
+Status MountHomes(RoleEnv& env, const HomeDiskDecision& decision, bool mounted,
+                  const std::string& host_dir) {
+  if (mounted) {
+    auto same = EnsureMounted(decision.device, decision.fs_type, host_dir, env.mounts);
     if (!same) return Fail(same.error());  // something else is mounted there
-    env.plan.Keep("mounted " + decision->device + " on " + ood::kHomeExport, "already mounted");
+    env.plan.Keep("mounted " + decision.device + " on " + ood::kHomeExport, "already mounted");
   } else {
-    auto s = env.plan.Do("mount " + decision->device + " on " + ood::kHomeExport,
+    auto s = env.plan.Do("mount " + decision.device + " on " + ood::kHomeExport,
                          "the homes live on the ood-home disk", [&]() -> Status {
-                           auto m = EnsureMounted(decision->device, fs_type, host_dir, env.mounts);
+                           auto m = EnsureMounted(decision.device, decision.fs_type, host_dir,
+                                                  env.mounts);
                            if (!m) return Fail(m.error());
                            return Ok();
                          });
-    if (!s) return Fail(s.error());
+    if (!s) return s;
   }
-  if (!env.plan.dry_run()) {
-    // The top of the home filesystem: root-owned, world-readable (mkfs leaves 0755 already;
-    // a disk prepared elsewhere may differ). Idempotent; the homes below are not touched.
-    struct stat st {};
-    if (::stat(host_dir.c_str(), &st) == 0 && (st.st_mode & 07777) != 0755) {
-      auto s = env.plan.Do("chmod 0755 " + std::string(ood::kHomeExport),
-                           "the portal and the workers traverse it", [&]() -> Status {
-                             if (::chmod(host_dir.c_str(), 0755) != 0) {
-                               return Fail(ErrorKind::kIo, "chmod " + host_dir + " failed");
-                             }
-                             return Ok();
-                           });
-      if (!s) return Fail(s.error());
-    }
-  }
+  if (env.plan.dry_run()) return Ok();
+  // The top of the home filesystem: root-owned, world-readable (mkfs leaves 0755 already;
+  // a disk prepared elsewhere may differ). Idempotent; the homes below are not touched.
+  struct stat st {};
+  if (::stat(host_dir.c_str(), &st) != 0 || (st.st_mode & 07777) == 0755) return Ok();
+  return env.plan.Do("chmod 0755 " + std::string(ood::kHomeExport),
+                     "the portal and the workers traverse it", [&]() -> Status {
+                       if (::chmod(host_dir.c_str(), 0755) != 0) {
+                         return Fail(ErrorKind::kIo, "chmod " + host_dir + " failed");
+                       }
+                       return Ok();
+                     });
+}
 
-  // Persist: generated units, then daemon-reload and enable.
+// The generated mount unit and its drop-ins, then daemon-reload and enable.
+Status PersistHomeMount(RoleEnv& env, const std::string& uuid, const std::string& fs_type) {
   if (uuid.empty()) {
-    auto s = env.plan.Do("write the export-home.mount unit for the new filesystem",
-                         "mounted at every boot before nfs-server (UUID known after mkfs)",
-                         [] { return Ok(); });
-    if (!s) return Fail(s.error());
-    return true;
+    return env.plan.Do("write the export-home.mount unit for the new filesystem",
+                       "mounted at every boot before nfs-server (UUID known after mkfs)",
+                       [] { return Ok(); });
   }
   auto units = RenderMountUnits(uuid, fs_type, ood::kHomeExport);
   bool units_changed = false;
@@ -394,14 +392,35 @@ Result<bool> EnsureHomeDisk(RoleEnv& env, const HomeMountOptions& options) {
     units_changed = units_changed || *written;
   }
   if (auto s = DaemonReloadIf(env, units_changed, "the mount unit or a drop-in changed"); !s) {
-    return Fail(s.error());
+    return s;
   }
   std::string mount_unit = units.mount_unit_path.substr(units.mount_unit_path.rfind('/') + 1);
-  if (auto s = EnsureUnitEnabled(env, mount_unit, "local-fs.target",
-                                 "the home disk is mounted at every boot");
-      !s) {
+  return EnsureUnitEnabled(env, mount_unit, "local-fs.target",
+                           "the home disk is mounted at every boot");
+}
+
+}  // namespace
+
+Result<bool> EnsureHomeDisk(RoleEnv& env, const HomeMountOptions& options) {
+  HomeDiskInputs inputs;
+  auto decision = DecideForThisVm(env, options, inputs);
+  if (!decision) return Fail(decision.error());
+  if (decision->source == HomeSource::kRootDisk) {
+    env.plan.Keep(std::string("homes in ") + ood::kHomeExport + " on the root disk", decision->why);
+    return false;
+  }
+  std::string host_dir = env.files.HostPath(ood::kHomeExport);
+  auto current = env.mounts.FindByTarget(host_dir);
+  if (!current) return Fail(current.error());
+  if (!current->has_value()) {
+    if (auto s = CheckNothingHidden(env, *decision); !s) return Fail(s.error());
+  }
+  auto uuid = FormatOrKeep(env, options, *decision, inputs.facts);
+  if (!uuid) return Fail(uuid.error());
+  if (auto s = MountHomes(env, *decision, current->has_value(), host_dir); !s) {
     return Fail(s.error());
   }
+  if (auto s = PersistHomeMount(env, *uuid, decision->fs_type); !s) return Fail(s.error());
   return true;
 }
 
