@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string_view>
 
 #include "common/log.h"
@@ -363,6 +364,152 @@ bool HasExited(pid_t pid) {
   return info.si_pid == pid;
 }
 
+// The status pipe closes at a successful exec, or carries the reason it failed: then the child
+// is reaped and the reason returned, redacted.
+std::optional<std::string> ExecFailure(Fd& status_r, pid_t pid, const Command& command,
+                                       const std::string& argv_text, const std::string& program) {
+  ChildFailure failure{0, 0};
+  size_t got = 0;
+  while (got < sizeof failure) {
+    ssize_t n =
+        ::read(status_r.get(), reinterpret_cast<char*>(&failure) + got, sizeof failure - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  status_r.Reset();
+  if (got != sizeof failure) return std::nullopt;
+  int status = 0;
+  WaitForPid(pid, &status);
+  std::string message;
+  if (failure.stage == 1) {
+    message = "cannot change directory to " + command.cwd + " for " + argv_text + ": " +
+              strerror(failure.error);
+  } else if (failure.stage == 2 && failure.error == ENOENT) {
+    message = "program not found: " + command.argv[0];
+  } else {
+    message = "cannot execute " + program + ": " + strerror(failure.error);
+  }
+  return RedactFor(command, message);
+}
+
+// As much of `data` from `offset` as the pipe takes now; the pipe is closed once all is written
+// or when the program does not read its input (EPIPE).
+void WriteStdin(Fd& in_w, const std::string& data, size_t& offset) {
+  while (in_w.valid() && offset < data.size()) {
+    size_t chunk = std::min<size_t>(65536, data.size() - offset);
+    ssize_t n = WriteNoSigpipe(in_w.get(), data.data() + offset, chunk);
+    if (n > 0) {
+      offset += static_cast<size_t>(n);
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      return;
+    } else {
+      in_w.Reset();  // EPIPE: the program does not read its input
+    }
+  }
+  if (offset >= data.size()) in_w.Reset();
+}
+
+// Feeds the program its input and collects its output until it exits; at the timeout its group
+// gets SIGTERM, then SIGKILL after the grace. `result.timed_out` says whether it came to that.
+void Supervise(pid_t pid, const Command& command, Fd& in_w, Output (&outputs)[2],
+               ProcessResult& result) {
+  size_t in_offset = 0;
+  Fd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+  using SteadyClock = std::chrono::steady_clock;
+  const auto deadline = SteadyClock::now() + command.timeout;
+  SteadyClock::time_point kill_at{};
+  bool killed = false;
+  for (bool exited = false; !exited;) {
+    auto now = SteadyClock::now();
+    if (!result.timed_out && now >= deadline) {
+      result.timed_out = true;
+      ::kill(-pid, SIGTERM);
+      kill_at = now + command.kill_grace;
+    }
+    if (result.timed_out && !killed && now >= kill_at) {
+      ::kill(-pid, SIGKILL);
+      killed = true;
+    }
+    pollfd fds[4];
+    nfds_t nfds = 0;
+    int in_index = -1, pid_index = -1, out_index[2] = {-1, -1};
+    if (in_w.valid()) {
+      in_index = static_cast<int>(nfds);
+      fds[nfds++] = {in_w.get(), POLLOUT, 0};
+    }
+    for (int i = 0; i < 2; ++i) {
+      if (outputs[i].fd.valid()) {
+        out_index[i] = static_cast<int>(nfds);
+        fds[nfds++] = {outputs[i].fd.get(), POLLIN, 0};
+      }
+    }
+    if (pidfd.valid()) {
+      pid_index = static_cast<int>(nfds);
+      fds[nfds++] = {pidfd.get(), POLLIN, 0};
+    }
+    // Wake up for the next deadline; without a pidfd, also to check for the exit.
+    auto next = !result.timed_out ? deadline : (killed ? now + Duration(100) : kill_at);
+    long wait_ms = std::max<long>(0, std::chrono::duration_cast<Duration>(next - now).count() + 1);
+    if (!pidfd.valid()) wait_ms = std::min<long>(wait_ms, 20);
+    int ready = ::poll(fds, nfds, static_cast<int>(std::min<long>(wait_ms, 1000000)));
+    if (ready < 0 && errno != EINTR) {
+      log::Warn("run: poll failed: {}", strerror(errno));
+      ::usleep(10000);
+    }
+    if (ready > 0) {
+      if (in_index >= 0 && fds[in_index].revents != 0) {
+        WriteStdin(in_w, command.stdin_data, in_offset);
+      }
+      for (int i = 0; i < 2; ++i) {
+        if (out_index[i] >= 0 && fds[out_index[i]].revents != 0) ReadAvailable(outputs[i]);
+      }
+    }
+    exited = pidfd.valid() ? (pid_index >= 0 && ready > 0 && fds[pid_index].revents != 0)
+                           : HasExited(pid);
+  }
+}
+
+// What the program wrote and its exit status, once it has exited; logged.
+Result<ProcessResult> Collect(pid_t pid, const Command& command, const std::string& argv_text,
+                              Fd& in_w, Output (&outputs)[2], ProcessResult& result) {
+  // Everything the program wrote is in the pipes now; descendants that still hold them
+  // open are not waited for.
+  for (auto& o : outputs) {
+    ReadAvailable(o);
+    o.fd.Reset();
+  }
+  in_w.Reset();
+  // After a timeout, nothing of the group may survive (the pid is not reaped yet, so the
+  // group id cannot have been reused).
+  if (result.timed_out) ::kill(-pid, SIGKILL);
+  int status = 0;
+  if (!WaitForPid(pid, &status)) {
+    return Fail(ErrorKind::kInternal,
+                "cannot get the exit status of " + argv_text + ": " + strerror(errno));
+  }
+  if (WIFEXITED(status)) {
+    result.exit_code = WEXITSTATUS(status);
+  } else if (WIFSIGNALED(status)) {
+    result.exit_code = -1;
+    result.term_signal = WTERMSIG(status);
+  }
+  if (result.timed_out) {
+    log::Warn("run: {} timed out after {} ms", argv_text, command.timeout.count());
+  } else if (!result.ok()) {
+    std::string err = Tail(RedactFor(command, result.err), kStderrTailLines);
+    log::Debug("run: {} {}{}{}", argv_text, StatusText(command, result), err.empty() ? "" : ": ",
+               err);
+  }
+  if (result.out_truncated || result.err_truncated) {
+    log::Warn("run: {}: output truncated to {} bytes per stream", argv_text,
+              ProcessResult::kMaxOutput);
+  }
+  return result;
+}
+
 }  // namespace
 
 Result<ProcessResult> RealProcessRunner::Run(const Command& command) {
@@ -405,32 +552,9 @@ Result<ProcessResult> RealProcessRunner::Run(const Command& command) {
   out_w.Reset();
   err_w.Reset();
   status_w.Reset();
-
-  // The status pipe closes at a successful exec, or carries the reason it failed.
-  ChildFailure failure{0, 0};
-  size_t got = 0;
-  while (got < sizeof failure) {
-    ssize_t n =
-        ::read(status_r.get(), reinterpret_cast<char*>(&failure) + got, sizeof failure - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    got += static_cast<size_t>(n);
-  }
-  status_r.Reset();
-  if (got == sizeof failure) {
-    int status = 0;
-    WaitForPid(pid, &status);
-    std::string message;
-    if (failure.stage == 1) {
-      message = "cannot change directory to " + command.cwd + " for " + argv_text + ": " +
-                strerror(failure.error);
-    } else if (failure.stage == 2 && failure.error == ENOENT) {
-      message = "program not found: " + command.argv[0];
-    } else {
-      message = "cannot execute " + *program + ": " + strerror(failure.error);
-    }
-    log::Debug("run: {}", RedactFor(command, message));
-    return Fail(ErrorKind::kProcess, RedactFor(command, message));
+  if (auto failed = ExecFailure(status_r, pid, command, argv_text, *program)) {
+    log::Debug("run: {}", *failed);
+    return Fail(ErrorKind::kProcess, *failed);
   }
 
   ProcessResult result;
@@ -439,114 +563,9 @@ Result<ProcessResult> RealProcessRunner::Run(const Command& command) {
   for (auto& o : outputs) SetNonBlocking(o.fd.get());
   SetNonBlocking(in_w.get());
   if (command.stdin_data.empty()) in_w.Reset();
-  size_t in_offset = 0;
-
-  Fd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
-  using SteadyClock = std::chrono::steady_clock;
-  const auto deadline = SteadyClock::now() + command.timeout;
-  SteadyClock::time_point kill_at{};
-  bool killed = false;
-  bool exited = false;
-
-  while (!exited) {
-    auto now = SteadyClock::now();
-    if (!result.timed_out && now >= deadline) {
-      result.timed_out = true;
-      ::kill(-pid, SIGTERM);
-      kill_at = now + command.kill_grace;
-    }
-    if (result.timed_out && !killed && now >= kill_at) {
-      ::kill(-pid, SIGKILL);
-      killed = true;
-    }
-
-    pollfd fds[4];
-    nfds_t nfds = 0;
-    int in_index = -1, pid_index = -1, out_index[2] = {-1, -1};
-    if (in_w.valid()) {
-      in_index = static_cast<int>(nfds);
-      fds[nfds++] = {in_w.get(), POLLOUT, 0};
-    }
-    for (int i = 0; i < 2; ++i) {
-      if (outputs[i].fd.valid()) {
-        out_index[i] = static_cast<int>(nfds);
-        fds[nfds++] = {outputs[i].fd.get(), POLLIN, 0};
-      }
-    }
-    if (pidfd.valid()) {
-      pid_index = static_cast<int>(nfds);
-      fds[nfds++] = {pidfd.get(), POLLIN, 0};
-    }
-    // Wake up for the next deadline; without a pidfd, also to check for the exit.
-    auto next = !result.timed_out ? deadline : (killed ? now + Duration(100) : kill_at);
-    long wait_ms = std::max<long>(0, std::chrono::duration_cast<Duration>(next - now).count() + 1);
-    if (!pidfd.valid()) wait_ms = std::min<long>(wait_ms, 20);
-    int ready = ::poll(fds, nfds, static_cast<int>(std::min<long>(wait_ms, 1000000)));
-    if (ready < 0 && errno != EINTR) {
-      log::Warn("run: poll failed: {}", strerror(errno));
-      ::usleep(10000);
-    }
-    if (ready > 0) {
-      if (in_index >= 0 && fds[in_index].revents != 0) {
-        while (in_w.valid() && in_offset < command.stdin_data.size()) {
-          size_t chunk = std::min<size_t>(65536, command.stdin_data.size() - in_offset);
-          ssize_t n = WriteNoSigpipe(in_w.get(), command.stdin_data.data() + in_offset, chunk);
-          if (n > 0) {
-            in_offset += static_cast<size_t>(n);
-          } else if (n < 0 && errno == EINTR) {
-            continue;
-          } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            break;
-          } else {
-            in_w.Reset();  // EPIPE: the program does not read its input
-          }
-        }
-        if (in_offset >= command.stdin_data.size()) in_w.Reset();
-      }
-      for (int i = 0; i < 2; ++i) {
-        if (out_index[i] >= 0 && fds[out_index[i]].revents != 0) ReadAvailable(outputs[i]);
-      }
-    }
-    if (pidfd.valid() ? (pid_index >= 0 && ready > 0 && fds[pid_index].revents != 0)
-                      : HasExited(pid)) {
-      exited = true;
-    }
-  }
-
-  // Everything the program wrote is in the pipes now; descendants that still hold them
-  // open are not waited for.
-  for (auto& o : outputs) {
-    ReadAvailable(o);
-    o.fd.Reset();
-  }
-  in_w.Reset();
-  // After a timeout, nothing of the group may survive (the pid is not reaped yet, so the
-  // group id cannot have been reused).
-  if (result.timed_out) ::kill(-pid, SIGKILL);
-  int status = 0;
-  if (!WaitForPid(pid, &status)) {
-    return Fail(ErrorKind::kInternal,
-                "cannot get the exit status of " + argv_text + ": " + strerror(errno));
-  }
-  if (WIFEXITED(status)) {
-    result.exit_code = WEXITSTATUS(status);
-  } else if (WIFSIGNALED(status)) {
-    result.exit_code = -1;
-    result.term_signal = WTERMSIG(status);
-  }
-
-  if (result.timed_out) {
-    log::Warn("run: {} timed out after {} ms", argv_text, command.timeout.count());
-  } else if (!result.ok()) {
-    std::string err = Tail(RedactFor(command, result.err), kStderrTailLines);
-    log::Debug("run: {} {}{}{}", argv_text, StatusText(command, result), err.empty() ? "" : ": ",
-               err);
-  }
-  if (result.out_truncated || result.err_truncated) {
-    log::Warn("run: {}: output truncated to {} bytes per stream", argv_text,
-              ProcessResult::kMaxOutput);
-  }
-  return result;
+  Supervise(pid, command, in_w, outputs, result);
+  // `outputs` write into `result`: it stays where it is until the end.
+  return Collect(pid, command, argv_text, in_w, outputs, result);
 }
 
 Result<ProcessResult> RunChecked(ProcessRunner& runner, const Command& command) {
