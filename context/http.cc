@@ -79,39 +79,9 @@ bool HasLineBreak(const std::string& s) {
   return s.find_first_of("\r\n") != std::string::npos || s.find('\0') != std::string::npos;
 }
 
-}  // namespace
-
-CurlTransport::CurlTransport() { GlobalInitOnce(); }
-CurlTransport::~CurlTransport() = default;
-
-Result<HttpResponse> CurlTransport::Send(const HttpRequest& request) {
-  const std::string what = request.method + " " + request.url;
-  for (const auto& [name, value] : request.headers) {
-    // A line break would let a value inject further headers.
-    if (HasLineBreak(name) || HasLineBreak(value) || name.find(':') != std::string::npos) {
-      return Fail(ErrorKind::kInvalidInput,
-                  what + ": refusing a header with a line break, or a colon in its name");
-    }
-  }
-  if (request.method.empty() || HasLineBreak(request.method)) {
-    return Fail(ErrorKind::kInvalidInput, "bad HTTP method for " + request.url);
-  }
-
-  // A fresh handle per request: no state carried between requests (OneGate calls are few).
-  CurlHandle h;
-  if (!h.ok()) return Fail(ErrorKind::kInternal, what + ": curl_easy_init failed");
-
-  HttpResponse response;
-  Sink sink{&response.body, request.max_response_bytes};
-
-  for (const auto& [name, value] : request.headers) {
-    if (!h.AddHeader(name + ": " + value)) {
-      return Fail(ErrorKind::kInternal, what + ": out of memory building headers");
-    }
-  }
-  // No "Expect: 100-continue" round trip for larger bodies.
-  if (!h.AddHeader("Expect:")) return Fail(ErrorKind::kInternal, what + ": out of memory");
-
+// The handle's options for `request` (the first failure, or CURLE_OK); false in `resolve_ok`
+// when the resolve entry is refused.
+CURLcode SetUpHandle(CurlHandle& h, const HttpRequest& request, Sink& sink, bool& resolve_ok) {
   CURLcode setup = CURLE_OK;
   auto set = [&](CURLcode rc) {
     if (setup == CURLE_OK) setup = rc;
@@ -147,10 +117,77 @@ Result<HttpResponse> CurlTransport::Send(const HttpRequest& request) {
   }
   if (!request.resolve.empty()) {
     if (HasLineBreak(request.resolve) || !h.AddResolve(request.resolve)) {
-      return Fail(ErrorKind::kInvalidInput, what + ": bad resolve entry");
+      resolve_ok = false;
+      return setup;
     }
     set(h.Set(CURLOPT_RESOLVE, h.resolve()));
   }
+  return setup;
+}
+
+// A failed transfer as an error of its kind: a timeout, a truncated or too large response, a
+// bad URL, or the network.
+Error TransferError(CURLcode rc, const std::string& what, const std::string& detail,
+                    const Sink& sink, std::size_t max_response_bytes) {
+  switch (rc) {
+    case CURLE_OPERATION_TIMEDOUT:
+      return Error{ErrorKind::kNetwork, "timeout: " + what + ": " + detail};
+    case CURLE_PARTIAL_FILE:
+      return Error{ErrorKind::kNetwork, what + ": truncated response: " + detail};
+    case CURLE_WRITE_ERROR:
+    case CURLE_FILESIZE_EXCEEDED:
+      if (sink.overflow || rc == CURLE_FILESIZE_EXCEEDED) {
+        return Error{ErrorKind::kNetwork, what + ": response larger than " +
+                                              std::to_string(max_response_bytes) + " bytes"};
+      }
+      return Error{ErrorKind::kNetwork, what + ": " + detail};
+    case CURLE_URL_MALFORMAT:
+    case CURLE_UNSUPPORTED_PROTOCOL:
+      return Error{ErrorKind::kInvalidInput, what + ": " + detail};
+    case CURLE_OUT_OF_MEMORY:
+    case CURLE_BAD_FUNCTION_ARGUMENT:
+      return Error{ErrorKind::kInternal, what + ": " + detail};
+    default:
+      return Error{ErrorKind::kNetwork, what + ": " + detail};
+  }
+}
+
+}  // namespace
+
+CurlTransport::CurlTransport() { GlobalInitOnce(); }
+CurlTransport::~CurlTransport() = default;
+
+Result<HttpResponse> CurlTransport::Send(const HttpRequest& request) {
+  const std::string what = request.method + " " + request.url;
+  for (const auto& [name, value] : request.headers) {
+    // A line break would let a value inject further headers.
+    if (HasLineBreak(name) || HasLineBreak(value) || name.find(':') != std::string::npos) {
+      return Fail(ErrorKind::kInvalidInput,
+                  what + ": refusing a header with a line break, or a colon in its name");
+    }
+  }
+  if (request.method.empty() || HasLineBreak(request.method)) {
+    return Fail(ErrorKind::kInvalidInput, "bad HTTP method for " + request.url);
+  }
+
+  // A fresh handle per request: no state carried between requests (OneGate calls are few).
+  CurlHandle h;
+  if (!h.ok()) return Fail(ErrorKind::kInternal, what + ": curl_easy_init failed");
+
+  HttpResponse response;
+  Sink sink{&response.body, request.max_response_bytes};
+
+  for (const auto& [name, value] : request.headers) {
+    if (!h.AddHeader(name + ": " + value)) {
+      return Fail(ErrorKind::kInternal, what + ": out of memory building headers");
+    }
+  }
+  // No "Expect: 100-continue" round trip for larger bodies.
+  if (!h.AddHeader("Expect:")) return Fail(ErrorKind::kInternal, what + ": out of memory");
+
+  bool resolve_ok = true;
+  const CURLcode setup = SetUpHandle(h, request, sink, resolve_ok);
+  if (!resolve_ok) return Fail(ErrorKind::kInvalidInput, what + ": bad resolve entry");
   if (setup != CURLE_OK) {
     return Fail(ErrorKind::kInternal, what + ": setting up curl: " + curl_easy_strerror(setup));
   }
@@ -158,28 +195,7 @@ Result<HttpResponse> CurlTransport::Send(const HttpRequest& request) {
   const CURLcode rc = curl_easy_perform(h.get());
   if (rc != CURLE_OK) {
     std::string detail = h.error_buffer()[0] ? h.error_buffer() : curl_easy_strerror(rc);
-    switch (rc) {
-      case CURLE_OPERATION_TIMEDOUT:
-        return Fail(ErrorKind::kNetwork, "timeout: " + what + ": " + detail);
-      case CURLE_PARTIAL_FILE:
-        return Fail(ErrorKind::kNetwork, what + ": truncated response: " + detail);
-      case CURLE_WRITE_ERROR:
-      case CURLE_FILESIZE_EXCEEDED:
-        if (sink.overflow || rc == CURLE_FILESIZE_EXCEEDED) {
-          return Fail(ErrorKind::kNetwork, what + ": response larger than " +
-                                               std::to_string(request.max_response_bytes) +
-                                               " bytes");
-        }
-        return Fail(ErrorKind::kNetwork, what + ": " + detail);
-      case CURLE_URL_MALFORMAT:
-      case CURLE_UNSUPPORTED_PROTOCOL:
-        return Fail(ErrorKind::kInvalidInput, what + ": " + detail);
-      case CURLE_OUT_OF_MEMORY:
-      case CURLE_BAD_FUNCTION_ARGUMENT:
-        return Fail(ErrorKind::kInternal, what + ": " + detail);
-      default:
-        return Fail(ErrorKind::kNetwork, what + ": " + detail);
-    }
+    return Fail(TransferError(rc, what, detail, sink, request.max_response_bytes));
   }
   long status = 0;
   curl_easy_getinfo(h.get(), CURLINFO_RESPONSE_CODE, &status);
