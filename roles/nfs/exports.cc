@@ -317,11 +317,20 @@ namespace {
 
 // OneGate failed: the last good list stays, with the time of the first failure, until that is
 // kLastGoodLimitSeconds ago. Returns whether the list expired now or before.
-bool KeepOrExpire(ExportsConfig& config, const std::string& why, std::int64_t now,
-                  const char* who) {
+// `clients_read`: the document was read and the other VMs' list is already up to date (only
+// the portal's address could not be told).
+bool KeepOrExpire(ExportsConfig& config, const std::string& why, std::int64_t now, const char* who,
+                  bool clients_read) {
   if (config.onegate_failing_since == 0) config.onegate_failing_since = now;
   const std::int64_t failing = now - config.onegate_failing_since;
   const std::string list = Joined(config.portal_ips);
+  if (failing < kLastGoodLimitSeconds && clients_read) {
+    log::Warn(
+        "{}: the portal's address cannot be told from OneGate's document ({}); keeping the "
+        "last good portal list ({}) for {} s more; the other VMs' list is up to date ({})",
+        who, why, list, kLastGoodLimitSeconds - failing, Joined(config.clients));
+    return false;
+  }
   if (failing < kLastGoodLimitSeconds) {
     log::Warn(
         "{}: cannot read the service's VMs from OneGate ({}); keeping the last good exports "
@@ -354,7 +363,7 @@ void ReadClients(ExportsConfig& config, const Result<ServiceInfo>& service, std:
     const std::string why = !portals ? portals.error().message : clients.error().message;
     outcome.onegate_failed = true;
     outcome.onegate_error = why;
-    outcome.expired = KeepOrExpire(config, why, now, who);
+    outcome.expired = KeepOrExpire(config, why, now, who, clients.has_value());
     return;
   }
   config.portal_ips = *portals;
