@@ -5,7 +5,7 @@
 #      them changes; ONEHPC_VM_SUITE=bookworm: Debian 12 and Slurm 22.05);
 #   2. a private network namespace with a bridge on 10.79.0.0/24 (the only addresses used),
 #      one tap per VM, and the OneGate simulator on 10.79.0.1:5030 (operator API on);
-#   3. a controller VM and then 2 worker VMs, each booted by qemu from its own copy-on-write
+#   3. a controller VM and then 2 worker VMs (booted together), each booted by qemu from its own copy-on-write
 #      overlay of the image with its own CONTEXT ISO (context.sh and token.txt exactly as
 #      OpenNebula writes them, made with `xorriso -as mkisofs -V CONTEXT -J -R`); the context
 #      comes from templates/vm/oneslurm.tmpl and the role's wiring. The image has no
@@ -59,7 +59,7 @@ node_line() {
     return 2
 }
 
-# ---- 3. controller, then 2 workers, each idle in sinfo before the next boots ---------------------
+# ---- 3. controller, then 2 workers booting together, each idle in sinfo --------------------------
 # wait_idle NAME: the worker's node idle in the controller's sinfo (join: VM start to idle).
 wait_idle() {
     local w=$1 state="" t0
@@ -93,18 +93,21 @@ else
     fail "the controller's root file system fills its 12 GiB disk" "df: ${root_bytes:-?} bytes; grow-root: $(ctl 'journalctl -o cat --no-pager -u grow-root.service' 2>&1 | tail -n 5)"
 fi
 vm_result controller_root_bytes_on_12g_disk "${root_bytes:-?}"
-vm_start worker1 oneslurm worker 10.79.0.12 1536 "" || vm_report
+# The two workers boot together, as OneFlow deploys a role's VMs once the controller is running.
+vm_firmware[worker2]=uefi  # the same image with UEFI: OVMF, as FIRMWARE="UEFI" gives a KVM VM
+vm_launch worker1 oneslurm worker 10.79.0.12 1536 "" || vm_report
+vm_launch worker2 oneslurm worker 10.79.0.13 1536 "" || vm_report
+vm_await worker1 || vm_report
+vm_await worker2 || vm_report
 wait_idle worker1
+wait_idle worker2
+vm_check_firmware worker2
 kept=$(vm_ssh worker1 "journalctl -o cat --no-pager -u grow-root.service" 2>/dev/null)
 if grep -q "already ends at the disk's end" <<<"$kept"; then
     pass "worker1: grow-root leaves the root of a disk of the image's size as it is"
 else
     fail "worker1: grow-root leaves the root of a disk of the image's size as it is" "$kept"
 fi
-vm_firmware[worker2]=uefi  # the same image with UEFI: OVMF, as FIRMWARE="UEFI" gives a KVM VM
-vm_start worker2 oneslurm worker 10.79.0.13 1536 "" || vm_report
-wait_idle worker2
-vm_check_firmware worker2
 
 # ---- 4. Slurm: srun on both nodes -----------------------------------------------------------------
 out=$(ctl timeout 100 srun -N2 hostname 2>&1 | sort)

@@ -48,7 +48,7 @@ PY=/usr/bin/python3
 vm_test="" work="" ns="" net="" sim_pid="" watchdog_pid="" accel="" accel_why="" repo_pid=""
 ready_timeout=900 image="" deb="" base="" base_seconds="" build_seconds="" service_id=""
 passed=0 failed=0 test_t0=$(date +%s)
-declare -A qemu_pid=() vm_id=() vm_token=() vm_ip=() vm_mac=() vm_tap=() boot_ms=() ready_seconds=()
+declare -A qemu_pid=() vm_id=() vm_token=() vm_ip=() vm_mac=() vm_tap=() boot_ms=() ready_seconds=() vm_role=()
 # vm_mgmt[NAME]=IP before vm_new: the VM gets a management NIC first (NIC0/ETH0, network
 # "Management", IP/24 on the same bridge, nobody else on it) and its lab NIC becomes NIC1/ETH1,
 # named "compute" as the Open OnDemand template names it.
@@ -909,14 +909,28 @@ vm_diagnose() {  # vm_diagnose NAME
     vm_ssh "$1" 'systemctl --no-pager status one-hpc-configure.service context-lite.service; journalctl --no-pager -b -u one-hpc-configure.service | tail -n 40' 2>&1
 }
 
-# vm_start NAME APPLIANCE ROLE IP MEMORY_MB "DISK..." [KEY=VALUE...]: vm_new + vm_boot, then
-# waits for READY=YES (a PASS with the time from qemu's start, or a FAIL with a diagnosis).
+# vm_start NAME APPLIANCE ROLE IP MEMORY_MB "DISK..." [KEY=VALUE...]: vm_launch, then
+# vm_await.
 vm_start() {
-    local name=$1 appliance=$2 role=$3 ip=$4 mem=$5 disk_list=$6 why; shift 6
+    vm_launch "$@" || return 1
+    vm_await "$1"
+}
+
+# vm_launch NAME APPLIANCE ROLE IP MEMORY_MB "DISK..." [KEY=VALUE...]: vm_new + vm_boot, without
+# waiting (VMs of one role boot together, as OneFlow deploys them).
+vm_launch() {
+    local name=$1 appliance=$2 role=$3 ip=$4 mem=$5 disk_list=$6; shift 6
     vm_new "$name" "$appliance" "$role" "$ip" "$@" || return 1
+    vm_role[$name]=$role
     log "booting $name ($role, VM ${vm_id[$name]}, $ip)"
     # shellcheck disable=SC2086  # the disk list is split on blanks
     vm_boot "$name" "$mem" $disk_list
+}
+
+# vm_await NAME: waits for the launched VM's READY=YES (a PASS with the time from qemu's start,
+# or a FAIL with a diagnosis).
+vm_await() {
+    local name=$1 role=${vm_role[$1]} why
     if why=$(vm_wait_ready "$name" "$ready_timeout"); then
         ready_seconds[$name]=$(secs_since_ms "${boot_ms[$name]}")
         pass "$name ($role) boots and publishes READY=YES (${ready_seconds[$name]} s)"
