@@ -6,12 +6,10 @@
 #                               and role-package layers, the VM base image and the OneSlurm
 #                               packages layer (the archive and dpkg, one TCG build VM)
 #   1 build-product             the program, the simulator, the stand-in generator, the .deb
-#   background stream "lab"     the .deb's checks (label package), then the container lab
-#                               (label lab): mostly waiting on lintian, containers and timers
-#   background stream "vm"      the VM smoke (label vm-smoke, one vCPU per VM): its Debian 13
-#                               .deb compiles at once, beside build-asan, so that its image and
-#                               its VMs are done by the time the foreground is (it waits for
-#                               the packages layer, under its lock)
+#   background stream "vm+lab"  the .deb's checks (label package), the container lab (label
+#                               lab), then the VM smoke (label vm-smoke, one vCPU per VM; by
+#                               then its packages layer is ready): mostly waiting on lintian,
+#                               containers, VMs and timers
 #   2 build-asan, build-fuzz    compiled meanwhile
 #   3 asan tests, fuzz tests    unit (one process) + integration under ASan/UBSan, every fuzz
 #                               target
@@ -81,10 +79,11 @@ prepare() {
     return "$rc"
 }
 # shellcheck disable=SC2317
-package_and_lab() {
+vm_and_lab() {
     local rc=0
     ctest_run "$BUILD" package -L '^package$' || rc=1
     ctest_run "$BUILD" lab -L '^lab$' || rc=1
+    ctest_run "$BUILD" vm-smoke -L '^vm-smoke$' || rc=1
     return "$rc"
 }
 
@@ -112,13 +111,10 @@ asan_tests() {
 failed=0
 background prepare prepare
 phase build-product "$MAKE" --no-print-directory build-product || failed=1
-# Two streams, not one: the VM smoke's critical path (its .deb, its image, three boots) starts
-# here instead of after the lab, and the two overlap their waits on timers.
 if [ $failed = 0 ]; then
-    background lab package_and_lab
-    background vm ctest_run "$BUILD" vm-smoke -L '^vm-smoke$'
+    background vm+lab vm_and_lab
 else
-    say "lab, vm: not started (the product did not build)"
+    say "vm+lab: not started (the product did not build)"
 fi
 phase build-asan "$MAKE" --no-print-directory build-asan || failed=1
 phase build-fuzz "$MAKE" --no-print-directory build-fuzz || failed=1
@@ -126,13 +122,12 @@ ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
     phase asan-tests asan_tests || failed=1
 phase fuzz-tests ctest_run "$BUILD_FUZZ" fuzz -L '^fuzz$' || failed=1
 join prepare || say "prepare failed: the tests built what it could not (see its log)"
-for stream in lab vm; do
-    [ -n "${BG_PID[$stream]:-}" ] || continue
-    join "$stream" || failed=1
+if [ -n "${BG_PID[vm+lab]:-}" ]; then
+    join vm+lab || failed=1
     echo
-    say "the output of the background stream $stream:"
-    cat "$LOGS/$stream.log"
-done
+    say "the output of the background stream vm+lab:"
+    cat "$LOGS/vm+lab.log"
+fi
 echo
 say "prepare's output:"
 cat "$LOGS/prepare.log"
