@@ -5,9 +5,9 @@
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <regex>
 
-#include "common/base64.h"
 #include "common/log.h"
 #include "context/context_file.h"
 #include "context/http.h"
@@ -27,14 +27,14 @@
 #include "roles/os/systemd.h"
 #include "roles/os/tcp.h"
 #include "roles/slurm/controller_setup.h"
-#include "roles/slurm/elastic_cycle.h"
 #include "roles/slurm/elastic_settings.h"
-#include "roles/slurm/health.h"
 #include "roles/slurm/key_delivery.h"
-#include "roles/slurm/munge.h"
-#include "roles/slurm/reconcile.h"
-#include "roles/slurm/self_drain.h"
 #include "roles/status.h"
+#include "roles/timers/elastic_cycle.h"
+#include "roles/timers/health.h"
+#include "roles/timers/key_server.h"
+#include "roles/timers/reconcile.h"
+#include "roles/timers/self_drain.h"
 
 namespace onehpc {
 namespace {
@@ -489,50 +489,28 @@ int CmdKeyServe(const CommonOptions& options) {
     log::Error("key-serve: stdin is not a TCP connection: {}", peer.error().message);
     return kExitInvalidInput;
   }
-  auto answer = [&]() -> slurm::KeyAnswer {
-    auto line = ReadLine(kSocket, slurm::kMaxKeyLine, kIoTimeout);
-    if (!line) return slurm::KeyAnswer{false, "", "no request: " + line.error().message};
-    auto request = slurm::ParseKeyRequest(*line);
-    if (!request) {
-      return slurm::KeyAnswer{
-          false, std::string(slurm::kKeyProtocol) + " DENIED " + request.error().message,
-          "denied: " + request.error().message};
-    }
-    log::Info("key-serve: request of VM {} from {}", request->vm_id, *peer);
-    Files files(options.root);
-    slurm::KeyServerSecrets secrets;
-    auto munge_key = files.ReadIfExists(slurm::kMungeKeyPath);
-    if (!munge_key || !munge_key->has_value() || !slurm::CheckMungeKey(**munge_key)) {
-      return slurm::RetryAnswer("the controller has no munge key yet");
-    }
-    secrets.munge_key = **munge_key;
-    log::AddSecret(Base64Encode(secrets.munge_key));
-    auto pair = slurm::ReadBoxKeyPair(files, slurm::kKeyServerKeyPath);
-    if (!pair || !pair->has_value()) {
-      if (!pair) log::Error("key-serve: {}", pair.error().message);
-      return slurm::RetryAnswer("the key server has no key pair yet");
-    }
-    secrets.server = **pair;
-    // What configure left for the key server: OneGate's endpoint, this VM's id and token. No
-    // disk probe, no CD mount per connection (--context names another file: the tests).
+  Files files(options.root);
+  std::optional<CurlTransport> http;  // made only for a request worth asking OneGate about
+  // What configure left for the key server: OneGate's endpoint, this VM's id and token
+  // (--context names another file: the tests).
+  auto open_onegate = [&]() -> KeyServerOneGate {
     CommonOptions from = options;
     if (from.context_file.empty()) from.context_file = files.HostPath(slurm::kKeyServerContextPath);
     auto context = LoadForCommand(from, false);
     if (!context) {
       log::Error("key-serve: cannot read {} (written by configure): {}", from.context_file,
                  context.error().message);
-      return slurm::RetryAnswer("the key server is not configured yet");
+      return {nullptr, "the key server is not configured yet"};
     }
-    CurlTransport http;
-    auto onegate = OneGateFor(*context, http);
+    auto onegate = OneGateFor(*context, http.emplace());
     if (!onegate) {
       log::Error("key-serve: OneGate is not configured: {}", onegate.error().message);
-      return slurm::RetryAnswer("the controller has no OneGate");
+      return {nullptr, "the controller has no OneGate"};
     }
-    // With this VM's own token: OneGate shows only a VM of this VM's own service; one VM's
-    // document, whatever the size of the service.
-    return slurm::DecideKeyRequest(**onegate, *request, *peer, slurm::kWorkerRole, secrets);
-  }();
+    return {std::move(*onegate), ""};
+  };
+  const auto answer = ServeKeyRequest(files, ReadLine(kSocket, slurm::kMaxKeyLine, kIoTimeout),
+                                      *peer, open_onegate);
   if (answer.granted) {
     log::Info("key-serve: {}", answer.log);
   } else {

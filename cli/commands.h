@@ -24,13 +24,13 @@ int CmdConfigure(const CommonOptions& options, const std::string& entry, bool dr
 int CmdSettings(const CommonOptions& options, const SettingsOutput& output);
 int CmdContext(const CommonOptions& options, bool json, bool show_secrets);
 int CmdReconcile(const CommonOptions& options);
-/// `one-hpc elastic [--dry-run]`: one elastic cycle (roles/slurm/elastic_cycle.h); exit 0 when
+/// `one-hpc elastic [--dry-run]`: one elastic cycle (roles/timers/elastic_cycle.h); exit 0 when
 /// it ran or elastic mode is off, 1 when Slurm could not be read or a change failed.
 int CmdElastic(const CommonOptions& options, bool dry_run);
 /// `one-hpc status [--json]`: roles/status.h; exit 0 when all is well, 1 otherwise.
 int CmdStatus(const CommonOptions& options, bool json);
 int CmdSelfDrain(const CommonOptions& options);
-/// `one-hpc health-check [--dry-run]` (roles/slurm/health.h): exit 0 healthy, 1 otherwise.
+/// `one-hpc health-check [--dry-run]` (roles/timers/health.h): exit 0 healthy, 1 otherwise.
 int CmdHealthCheck(const CommonOptions& options, bool dry_run);
 int CmdFollow(const CommonOptions& options);
 /// A new munge key for the cluster (controller or portal).

@@ -15,7 +15,7 @@
 #include "common/log.h"
 #include "common/version.h"
 #include "roles/configure.h"
-#include "roles/slurm/health.h"
+#include "roles/timers/health.h"
 
 namespace onehpc {
 namespace {

@@ -21,8 +21,8 @@
 #include "context/onegate.h"
 #include "roles/os/files.h"
 #include "roles/os/process.h"
-#include "roles/slurm/elastic_cycle.h"
-#include "roles/slurm/reconcile.h"
+#include "roles/timers/elastic_cycle.h"
+#include "roles/timers/reconcile.h"
 
 namespace onehpc {
 

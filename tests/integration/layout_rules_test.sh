@@ -10,7 +10,9 @@
 #   8. every tests/unit/**/X_test.cc tests a product file X.cc or X.h at the mirrored path;
 #   9. no function of the product is over 80 lines, but those listed in long_functions.txt, each
 #      at most as long as listed (tests/integration/function_lengths.py, itself checked on
-#      planted violations).
+#      planted violations);
+#  10. the programs that timers and hooks run (roles/timers/) are included only by cli/,
+#      roles/status and each other: the building blocks they use never depend on them.
 # Prints PASS/FAIL per rule and "N passed, N failed".
 set -uo pipefail
 SRC=${ONEHPC_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -47,6 +49,9 @@ check "no part under roles/*/ includes a role module, the dispatcher or configur
 out=$(grep -rn '#include "roles/' common context)
 out+=$(grep -rn '#include "' roles/os | grep -vE '#include "(common|roles/os)/')
 check "common/ and context/ include no roles/; roles/os/ only common/ and roles/os/" "$out"
+
+check "roles/timers/ is included only by cli/, roles/status and roles/timers/" \
+    "$(grep -rn '#include "roles/timers/' common context roles | grep -vE '^roles/(timers/[^:]*|status\.(h|cc)):')"
 
 check "no fake in the product (tests/fakes/ holds them)" \
     "$(grep -rnE '^\s*(class|struct) (Fake|Stub)[A-Za-z]*' cli common context roles)"

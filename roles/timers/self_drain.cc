@@ -1,4 +1,4 @@
-#include "roles/slurm/self_drain.h"
+#include "roles/timers/self_drain.h"
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>

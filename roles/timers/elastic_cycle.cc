@@ -1,4 +1,4 @@
-#include "roles/slurm/elastic_cycle.h"
+#include "roles/timers/elastic_cycle.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>

@@ -11,8 +11,8 @@
 // A failing check drains the node with the reason "one-hpc health: <check>: <detail>" (running
 // jobs finish; elastic mode replaces a node that stays so); once every check passes again, a
 // node drained by the health check (and only such a node) is resumed.
-#ifndef ONEHPC_ROLES_SLURM_HEALTH_H_
-#define ONEHPC_ROLES_SLURM_HEALTH_H_
+#ifndef ONEHPC_ROLES_TIMERS_HEALTH_H_
+#define ONEHPC_ROLES_TIMERS_HEALTH_H_
 
 #include <string>
 #include <vector>
@@ -69,4 +69,4 @@ int HealthExitCode(const Result<HealthReport>& result);
 
 }  // namespace onehpc
 
-#endif  // ONEHPC_ROLES_SLURM_HEALTH_H_
+#endif  // ONEHPC_ROLES_TIMERS_HEALTH_H_

@@ -1,4 +1,4 @@
-#include "roles/slurm/health.h"
+#include "roles/timers/health.h"
 
 #include <fmt/format.h>
 
@@ -8,8 +8,8 @@
 
 #include "common/log.h"
 #include "roles/role_change.h"
-#include "roles/slurm/self_drain.h"
 #include "roles/slurm/slurm_client.h"
+#include "roles/timers/self_drain.h"
 
 namespace onehpc {
 namespace {

@@ -23,8 +23,8 @@
 // The count of failed boots in a row, the jobs already told and the last cycle's decision (what
 // `one-hpc status` shows) are kept in a small state file between cycles (written atomically,
 // and only when something in it changed).
-#ifndef ONEHPC_ROLES_SLURM_ELASTIC_CYCLE_H_
-#define ONEHPC_ROLES_SLURM_ELASTIC_CYCLE_H_
+#ifndef ONEHPC_ROLES_TIMERS_ELASTIC_CYCLE_H_
+#define ONEHPC_ROLES_TIMERS_ELASTIC_CYCLE_H_
 
 #include <functional>
 #include <map>
@@ -142,4 +142,4 @@ int ElasticExitCode(const Result<ElasticReport>& result);
 
 }  // namespace onehpc
 
-#endif  // ONEHPC_ROLES_SLURM_ELASTIC_CYCLE_H_
+#endif  // ONEHPC_ROLES_TIMERS_ELASTIC_CYCLE_H_

@@ -1,6 +1,6 @@
 // The workers' health check: each check, the drain reason naming it, the resume of our own
 // drain only, and the slurm.conf lines that make slurmd run it.
-#include "roles/slurm/health.h"
+#include "roles/timers/health.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

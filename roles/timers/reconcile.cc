@@ -1,4 +1,4 @@
-#include "roles/slurm/reconcile.h"
+#include "roles/timers/reconcile.h"
 
 #include <map>
 

@@ -3,8 +3,8 @@
 // this VM's node DOWN with a reason, deletes it, and stops slurmd (a deleted node whose slurmd
 // keeps running never registers again). Every call has a short timeout and the whole
 // run is bounded well below the unit's TimeoutStopSec, so it never hangs a shutdown.
-#ifndef ONEHPC_ROLES_SLURM_SELF_DRAIN_H_
-#define ONEHPC_ROLES_SLURM_SELF_DRAIN_H_
+#ifndef ONEHPC_ROLES_TIMERS_SELF_DRAIN_H_
+#define ONEHPC_ROLES_TIMERS_SELF_DRAIN_H_
 
 #include <string>
 #include <vector>
@@ -66,4 +66,4 @@ std::vector<std::string> LocalIpv4Addresses();
 
 }  // namespace onehpc
 
-#endif  // ONEHPC_ROLES_SLURM_SELF_DRAIN_H_
+#endif  // ONEHPC_ROLES_TIMERS_SELF_DRAIN_H_

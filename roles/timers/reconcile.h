@@ -16,8 +16,8 @@
 // own), from what it has already read: a node name published by a VM of the service, at the
 // address Slurm has for it (NodeAddr), when that address is one of that VM's NICs in OneGate.
 // The portal's /node and /rnode proxies then reach exactly the service's workers by name.
-#ifndef ONEHPC_ROLES_SLURM_RECONCILE_H_
-#define ONEHPC_ROLES_SLURM_RECONCILE_H_
+#ifndef ONEHPC_ROLES_TIMERS_RECONCILE_H_
+#define ONEHPC_ROLES_TIMERS_RECONCILE_H_
 
 #include <map>
 #include <set>
@@ -120,4 +120,4 @@ int ReconcileExitCode(const Result<ReconcileReport>& result);
 
 }  // namespace onehpc
 
-#endif  // ONEHPC_ROLES_SLURM_RECONCILE_H_
+#endif  // ONEHPC_ROLES_TIMERS_RECONCILE_H_

@@ -1,6 +1,6 @@
 // The reconciler: every case of the three conditions, OneGate faults, cost per cycle.
 // OneGate is the in-process simulator (real HTTP on 127.0.0.1); Slurm is FakeSlurm.
-#include "roles/slurm/reconcile.h"
+#include "roles/timers/reconcile.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // The shutdown hook: DOWN, delete, stop slurmd; bounded; never stuck.
-#include "roles/slurm/self_drain.h"
+#include "roles/timers/self_drain.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // The elastic cycle: OneGate is the in-process simulator (real HTTP on 127.0.0.1, modelling
 // OneFlow's cardinality changes, cooldown and watchdog), Slurm is FakeSlurm, the state file
 // lives under a temporary root.
-#include "roles/slurm/elastic_cycle.h"
+#include "roles/timers/elastic_cycle.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
