@@ -5,38 +5,23 @@
 #include "roles/timers/key_server.h"
 
 #include <gtest/gtest.h>
-#include <stdlib.h>
-
-#include <filesystem>
-#include <fstream>
 
 #include "roles/names.h"
+#include "tests/fakes/machine.h"
 
 namespace onehpc {
 namespace {
 
 class KeyServerTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/key_server_test.XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    root_ = tmpl;
-  }
-  void TearDown() override { std::filesystem::remove_all(root_); }
-  void Put(const std::string& path, const std::string& data) {
-    const std::filesystem::path host = root_ + path;
-    std::filesystem::create_directories(host.parent_path());
-    std::ofstream(host, std::ios::binary) << data;
-  }
   void PutKeys() {
-    Put(slurm::kMungeKeyPath, std::string(128, 'm'));
+    machine_.Write(slurm::kMungeKeyPath, std::string(128, 'm'));
     auto pair = slurm::NewBoxKeyPair();
     ASSERT_TRUE(pair) << pair.error().message;
-    Put(slurm::kKeyServerKeyPath, pair->secret_key + pair->public_key);
+    machine_.Write(slurm::kKeyServerKeyPath, pair->secret_key + pair->public_key);
   }
   slurm::KeyAnswer Serve(const Result<std::string>& line) {
-    const Files files(root_);
-    return ServeKeyRequest(files, line, "10.0.0.7", [this] {
+    return ServeKeyRequest(*machine_.files, line, "10.0.0.7", [this] {
       ++opened_;
       return KeyServerOneGate{nullptr, "no OneGate in this test"};
     });
@@ -45,7 +30,7 @@ class KeyServerTest : public ::testing::Test {
     return slurm::FormatKeyRequest({7, std::string(slurm::kBoxNonceBytes, 'n')});
   }
 
-  std::string root_;
+  fakes::FakeMachine machine_;
   int opened_ = 0;
 };
 
@@ -69,10 +54,10 @@ TEST_F(KeyServerTest, AnythingButARequestIsDeniedAndOneGateNotAsked) {
 TEST_F(KeyServerTest, BeforeConfigureMadeTheKeysTheWorkerIsToldToRetry) {
   auto a = Serve(Request());
   EXPECT_EQ(a.line, "ONEHPC-MUNGE/1 RETRY the controller has no munge key yet");
-  Put(slurm::kMungeKeyPath, std::string(8, 'm'));  // not a munge key: too short
+  machine_.Write(slurm::kMungeKeyPath, std::string(8, 'm'));  // not a munge key: too short
   a = Serve(Request());
   EXPECT_EQ(a.line, "ONEHPC-MUNGE/1 RETRY the controller has no munge key yet");
-  Put(slurm::kMungeKeyPath, std::string(128, 'm'));
+  machine_.Write(slurm::kMungeKeyPath, std::string(128, 'm'));
   a = Serve(Request());
   EXPECT_EQ(a.line, "ONEHPC-MUNGE/1 RETRY the key server has no key pair yet");
   EXPECT_FALSE(a.granted);
